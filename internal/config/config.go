@@ -1,0 +1,76 @@
+package config
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Config is a parsed and validated cloud-config. It is read-only: callers
+// must not change it, so that it can be shared.
+type Config struct {
+	Global   Global
+	Machines map[string]*Machine // by machine name (the section name, case preserved)
+	Pools    []*Pool             // in file order: the first auto-assign pool wins
+}
+
+// Global is the [Global] section.
+type Global struct {
+	Region                 string // never empty
+	AuthoritativeInventory bool   // the [Machine] sections list every machine
+}
+
+// MachineState is what the cloud-node controllers are told about a machine.
+type MachineState string
+
+const (
+	StateRunning  MachineState = "running"  // the machine exists and runs
+	StateShutdown MachineState = "shutdown" // the machine exists but is powered off
+	StateGone     MachineState = "gone"     // the machine no longer exists; its Node may be deleted
+)
+
+// Machine is a [Machine "name"] section.
+type Machine struct {
+	Name         string // the section name, which is the Node name
+	Zone         string // empty if not given
+	Region       string // defaults to Global.Region
+	InstanceType string // empty if not given
+	Addresses    []corev1.NodeAddress
+	Labels       map[string]string // nil if none
+	State        MachineState
+}
+
+// Pool is a [Pool "name"] section.
+type Pool struct {
+	Name       string
+	Ranges     []AddrRange // in file order; none overlaps another range of any pool
+	Namespaces []string    // empty: every namespace may use the pool
+	AutoAssign bool
+}
+
+// Machine returns the machine of the given name.
+func (c *Config) Machine(name string) (*Machine, bool) {
+	m, ok := c.Machines[name]
+	return m, ok
+}
+
+// Pool returns the pool of the given name.
+func (c *Config) Pool(name string) (*Pool, bool) {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Contains reports whether a lies in one of the pool's ranges.
+func (p *Pool) Contains(a netip.Addr) bool {
+	return slices.ContainsFunc(p.Ranges, func(r AddrRange) bool { return r.Contains(a) })
+}
+
+// AllowsNamespace reports whether Services in namespace ns may use the pool.
+func (p *Pool) AllowsNamespace(ns string) bool {
+	return len(p.Namespaces) == 0 || slices.Contains(p.Namespaces, ns)
+}
