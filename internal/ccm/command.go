@@ -1,0 +1,90 @@
+package ccm
+
+import (
+	"fmt"
+	"maps"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/internal/configwatch"
+	"github.com/groundcloud/groundcloud/internal/provider"
+)
+
+// Defaults where groundcloud differs from upstream; docs/controller-manager.md
+// explains each.
+const (
+	// DefaultConcurrentServiceSyncs replaces upstream's 1, which makes every
+	// LoadBalancer Service wait behind every other at start and leader change.
+	DefaultConcurrentServiceSyncs = 10
+	// LeaderElectionResourceName is the Lease the replicas compete for.
+	LeaderElectionResourceName = "groundcloud-controller-manager"
+)
+
+// NewCommand returns the groundcloud-controller-manager command.
+func NewCommand() (*cobra.Command, error) {
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return nil, fmt.Errorf("build options: %w", err)
+	}
+	applyDefaults(opts)
+
+	providerOpts := &provider.Options{ReloadInterval: configwatch.DefaultInterval}
+	provider.Register(providerOpts)
+
+	fss := cliflag.NamedFlagSets{}
+	fs := fss.FlagSet("groundcloud")
+	fs.DurationVar(&providerOpts.ReloadInterval, "cloud-config-reload-interval", providerOpts.ReloadInterval,
+		"How often the --cloud-config file is checked for changes. A changed file that parses replaces the inventory and pools without a restart; a broken one is logged and ignored.")
+
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(), names.CCMControllerAliases(), fss, wait.NeverStop)
+	cmd.Use = "groundcloud-controller-manager"
+	cmd.Long = "groundcloud-controller-manager runs the upstream cloud controllers (cloud-node, cloud-node-lifecycle, service, route) with the groundcloud provider for machines you own."
+	return cmd, nil
+}
+
+// applyDefaults sets groundcloud's defaults on freshly built options; flags
+// given on the command line still override them.
+func applyDefaults(opts *options.CloudControllerManagerOptions) {
+	opts.KubeCloudShared.CloudProvider.Name = provider.Name
+	opts.ServiceController.ConcurrentServiceSyncs = DefaultConcurrentServiceSyncs
+	opts.Generic.LeaderElection.ResourceName = LeaderElectionResourceName
+}
+
+// controllerInitializers returns the upstream controllers, unchanged, in a
+// map of our own so that later changes never touch the upstream global.
+func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
+	return maps.Clone(app.DefaultInitFuncConstructors)
+}
+
+// initCloud creates the provider named by --cloud-provider from
+// --cloud-config. A broken cloud-config ends the process with every problem
+// printed, each with its line.
+func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
+	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
+	var cloud cloudprovider.Interface
+	var err error
+	if shared.CloudConfigFile == "" {
+		err = fmt.Errorf("--cloud-config is required: the path of the groundcloud cloud-config file (docs/cloud-config.md)")
+	} else if _, statErr := os.Stat(shared.CloudConfigFile); statErr != nil {
+		err = fmt.Errorf("--cloud-config: %w", statErr)
+	} else {
+		cloud, err = cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
+	}
+	if err == nil && cloud == nil {
+		err = fmt.Errorf("cloud provider %q is not known; this binary provides %q", shared.Name, provider.Name)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "groundcloud-controller-manager: cannot start the cloud provider:\n%v\n", err)
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	return cloud
+}

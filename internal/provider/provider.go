@@ -1,0 +1,111 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/configwatch"
+	"github.com/groundcloud/groundcloud/internal/inventory"
+)
+
+// Name is the name under which the provider registers: --cloud-provider=groundcloud.
+const Name = inventory.ProviderName
+
+// Options are settings of the provider that come from command-line flags
+// rather than from the cloud-config.
+type Options struct {
+	// ReloadInterval is how often the cloud-config file is checked for changes.
+	ReloadInterval time.Duration
+}
+
+// Register registers the provider with the upstream cloud-provider library
+// under Name. opts is read when the provider is created, after flags are
+// parsed. Call it once, before the command runs.
+func Register(opts *Options) {
+	cloudprovider.RegisterCloudProvider(Name, func(r io.Reader) (cloudprovider.Interface, error) {
+		return NewFromReader(r, *opts)
+	})
+}
+
+// Cloud implements cloudprovider.Interface.
+type Cloud struct {
+	config *configwatch.Watcher
+}
+
+var _ cloudprovider.Interface = (*Cloud)(nil)
+
+// NewFromReader builds the provider from the cloud-config given by the
+// upstream factory. The reader is the open --cloud-config file; its path is
+// kept so that the file can be reloaded when it changes.
+func NewFromReader(r io.Reader, opts Options) (*Cloud, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%s needs a cloud-config: set --cloud-config", Name)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read cloud-config: %w", err)
+	}
+	path := ""
+	if f, ok := r.(*os.File); ok {
+		path = f.Name()
+	}
+	name := path
+	if name == "" {
+		name = "cloud-config"
+	}
+	cfg, err := config.Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return New(configwatch.New(path, cfg, data, opts.ReloadInterval)), nil
+}
+
+// New returns the provider over a configuration source.
+func New(w *configwatch.Watcher) *Cloud {
+	return &Cloud{config: w}
+}
+
+// Initialize starts reloading the cloud-config; it stops when stop closes.
+func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	configwatch.RegisterMetrics()
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = klog.NewContext(ctx, klog.Background().WithName("cloud-config"))
+	go func() {
+		<-stop
+		cancel()
+	}()
+	go c.config.Run(ctx)
+}
+
+// ProviderName returns Name.
+func (c *Cloud) ProviderName() string { return Name }
+
+// HasClusterID is true: groundcloud does not tag resources by cluster ID.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// InstancesV2 answers node questions from the inventory in the cloud-config.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return instances{c.config}, true }
+
+// Instances is not supported: InstancesV2 replaces it.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// Zones is not supported: InstancesV2 reports zones and regions.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not supported.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// LoadBalancer is not supported yet.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Routes is not supported yet. The upstream route controller then logs a
+// warning and does not start; the binary does not exit, with or without
+// --cluster-cidr.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
