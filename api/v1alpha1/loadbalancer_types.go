@@ -1,0 +1,203 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LoadBalancer is the load balancer of one Service of type LoadBalancer:
+// same namespace and name as the Service, owned by it. The controller
+// manager writes the spec; agents on load-balancer hosts program it and
+// report in the status.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=glb;glbs,categories=groundcloud
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses[*]`,description="Virtual IPs"
+// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.spec.ports[*].port`,description="Ports served"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LoadBalancer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LoadBalancerSpec   `json:"spec"`
+	Status LoadBalancerStatus `json:"status,omitempty"`
+}
+
+// LoadBalancerSpec is what the data plane must do for one Service.
+//
+// +kubebuilder:validation:XValidation:rule="self.externalTrafficPolicy != 'Local' || has(self.healthCheck)",message="externalTrafficPolicy Local needs a healthCheck"
+// +kubebuilder:validation:XValidation:rule="self.sessionAffinity == 'ClientIP' || !has(self.sessionAffinityTimeoutSeconds)",message="sessionAffinityTimeoutSeconds needs sessionAffinity ClientIP"
+type LoadBalancerSpec struct {
+	// Addresses are the virtual IPs, at most one per family.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address"
+	// +kubebuilder:validation:XValidation:rule="self.size() < 2 || ip(self[0]).family() != ip(self[1]).family()",message="at most one address per family"
+	// +listType=set
+	Addresses []string `json:"addresses"`
+
+	// Pool is the cloud-config [Pool] the addresses come from.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Pool string `json:"pool,omitempty"`
+
+	// SharingKey is the Service's groundcloud.io/allow-shared-ip annotation:
+	// load balancers with the same key may share an address on distinct ports.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	SharingKey string `json:"sharingKey,omitempty"`
+
+	// Ports are the Service's ports.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=port
+	// +listMapKey=protocol
+	Ports []Port `json:"ports"`
+
+	// Backends are the nodes traffic may go to.
+	// +kubebuilder:validation:MaxItems=5000
+	// +listType=map
+	// +listMapKey=nodeName
+	// +optional
+	Backends []Backend `json:"backends,omitempty"`
+
+	// HealthCheck is how agents probe each backend.
+	// +optional
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+
+	// ExternalTrafficPolicy is the Service's: Cluster or Local.
+	// +kubebuilder:validation:Enum=Cluster;Local
+	// +kubebuilder:default=Cluster
+	ExternalTrafficPolicy string `json:"externalTrafficPolicy"`
+
+	// SessionAffinity is the Service's: None or ClientIP.
+	// +kubebuilder:validation:Enum=None;ClientIP
+	// +kubebuilder:default=None
+	SessionAffinity string `json:"sessionAffinity"`
+
+	// SessionAffinityTimeoutSeconds is the ClientIP affinity timeout.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	SessionAffinityTimeoutSeconds *int32 `json:"sessionAffinityTimeoutSeconds,omitempty"`
+
+	// SourceRanges, when set, are the only client networks allowed.
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR"
+	// +listType=set
+	// +optional
+	SourceRanges []string `json:"sourceRanges,omitempty"`
+}
+
+// Port is one port of the Service.
+type Port struct {
+	// Name is the Service port's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Protocol is TCP or UDP.
+	// +kubebuilder:validation:Enum=TCP;UDP
+	Protocol string `json:"protocol"`
+	// Port is the port on the virtual IPs.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// NodePort is the port on the nodes that traffic is sent to.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	NodePort int32 `json:"nodePort"`
+}
+
+// Backend is one node traffic may go to.
+type Backend struct {
+	// NodeName is the Node's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+	// Addresses are the node's InternalIPs (or ExternalIPs when it has none).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address"
+	// +listType=set
+	Addresses []string `json:"addresses"`
+}
+
+// HealthCheck says how to probe a backend.
+type HealthCheck struct {
+	// Port on the node: the Service's healthCheckNodePort for
+	// externalTrafficPolicy Local, kube-proxy's 10256 otherwise.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// Path of the HTTP GET; a 200 answer means healthy.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path"`
+}
+
+// LoadBalancerStatus is what agents report.
+type LoadBalancerStatus struct {
+	// ObservedGeneration is the spec generation the Ready condition is about.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (every address is held by a host that programmed
+	// this generation).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Addresses says which host holds each virtual IP.
+	// +listType=map
+	// +listMapKey=address
+	// +optional
+	Addresses []AddressStatus `json:"addresses,omitempty"`
+
+	// Hosts is each load-balancer host's view: its Programmed condition.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Hosts []HostStatus `json:"hosts,omitempty"`
+}
+
+// AddressStatus is one virtual IP and the host holding it.
+type AddressStatus struct {
+	Address string `json:"address"`
+	// Host is the load-balancer host that answers for the address.
+	// +optional
+	Host string `json:"host,omitempty"`
+}
+
+// HostStatus is one load-balancer host's report.
+type HostStatus struct {
+	// Name of the host (its agent's --host-name).
+	Name string `json:"name"`
+	// Conditions: Programmed (its data plane carries this generation).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// LoadBalancerList is a list of LoadBalancers.
+//
+// +kubebuilder:object:root=true
+type LoadBalancerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LoadBalancer `json:"items"`
+}
+
+// Condition types and reasons.
+const (
+	ConditionReady      = "Ready"
+	ConditionProgrammed = "Programmed"
+)
