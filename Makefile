@@ -1,0 +1,28 @@
+# groundcloud — an index over small scripts in hack/.
+.PHONY: all build test test-unit test-e2e lint generate tools fuzz
+
+all: build
+
+build:            ## build our binaries into bin/
+	go build -o bin/ ./cmd/...
+
+tools:            ## build the pinned kube-apiserver, kubectl and etcd (cached)
+	hack/tools/build.sh
+
+test: lint        ## everything CI runs: lint, unit, kernel (netns) and end-to-end tests
+	hack/test.sh ./...
+
+test-unit:        ## unit tests only: pure logic and fakes, no processes, no kernel
+	go test -short -count=1 ./...
+
+test-e2e:         ## end-to-end tests: real kube-apiserver, etcd, our binaries, netns hosts
+	hack/test.sh ./test/...
+
+lint:             ## gofmt, go vet, go mod tidy, generated files up to date
+	hack/lint.sh
+
+generate:         ## regenerate deepcopy code and CRD manifests
+	hack/generate.sh
+
+fuzz:             ## run each fuzz target for FUZZTIME (default 30s)
+	hack/fuzz.sh

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs tests without -short: unit tests, kernel tests in network namespaces
+# of their own, and end-to-end tests against a real kube-apiserver and etcd.
+# Kernel and end-to-end tests need root, nft and ip (CI installs them).
+#   hack/test.sh [packages]   (default ./...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GROUNDCLOUD_TOOLS_BIN=$(hack/tools/build.sh)
+export GROUNDCLOUD_TOOLS_BIN
+# -p 1: end-to-end and kernel tests each start processes and namespaces;
+# running packages one at a time keeps a 2-core machine responsive.
+go test -count=1 -p 1 -timeout 25m ${TEST_FLAGS:-} "${@:-./...}"

@@ -1,0 +1,198 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// monitorPeriod is the CCM's --node-monitor-period in these tests.
+const monitorPeriod = time.Second
+
+var ccmBinary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "groundcloud-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/groundcloud-controller-manager")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build groundcloud binaries: %v\n%s", err, out)
+		return 1
+	}
+	ccmBinary = filepath.Join(dir, "groundcloud-controller-manager")
+	return m.Run()
+}
+
+// cluster is one test's control plane and controller manager.
+type cluster struct {
+	cp         *testbed.ControlPlane
+	client     kubernetes.Interface
+	configPath string
+	ccmLog     string
+}
+
+// startCluster starts a control plane and the controller manager with the
+// given cloud-config, with leader election on and its own kubeconfig.
+func startCluster(t *testing.T, cloudConfig string) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: runs etcd, kube-apiserver and our binaries")
+	}
+	cp := testbed.StartT(t, testbed.Options{})
+	cl := &cluster{cp: cp, client: cp.Client()}
+	dir := t.TempDir()
+	cl.configPath = filepath.Join(dir, "cloud.conf")
+	writeFile(t, cl.configPath, cloudConfig)
+	kubeconfig, err := cp.Kubeconfig("groundcloud-controller-manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.ccmLog = filepath.Join(dir, "ccm.log")
+	startProcess(t, cl.ccmLog, ccmBinary,
+		"--kubeconfig="+kubeconfig,
+		"--authentication-kubeconfig="+kubeconfig,
+		"--authorization-kubeconfig="+kubeconfig,
+		"--cloud-config="+cl.configPath,
+		"--cloud-config-reload-interval=500ms",
+		"--leader-elect=true",
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--node-monitor-period="+monitorPeriod.String(),
+		"--v=2",
+	)
+	return cl
+}
+
+// startProcess runs a binary for the rest of the test with its output in
+// logPath; it is killed at cleanup, and its log is shown if the test failed.
+func startProcess(t *testing.T, logPath, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		logFile.Close()
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", filepath.Base(bin), testbed.LogTail(logPath, 60))
+		}
+	})
+	return cmd
+}
+
+// createKubeletNode creates a Node as kubelet with --cloud-provider=external
+// registers it: tainted uninitialized, with the given Ready status.
+func createKubeletNode(t *testing.T, c kubernetes.Interface, name string, ready v1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{
+			Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule,
+		}}},
+	}
+	created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create node %s: %v", name, err)
+	}
+	now := metav1.Now()
+	created.Status.Conditions = []v1.NodeCondition{{
+		Type: v1.NodeReady, Status: ready, Reason: "KubeletNotReady",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}
+	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("set status of node %s: %v", name, err)
+	}
+}
+
+func hasTaint(n *v1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// waitNode polls the node until cond holds and returns it.
+func waitNode(t *testing.T, c kubernetes.Interface, name, what string, cond func(*v1.Node) bool) *v1.Node {
+	t.Helper()
+	var last *v1.Node
+	eventually(t, "node "+name+" "+what, func() bool {
+		n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		last = n
+		return cond(n)
+	})
+	return last
+}
+
+func waitLog(t *testing.T, path, text string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%q in %s", text, filepath.Base(path)), func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), text)
+	})
+}
+
+// eventually polls cond for up to a minute. The limit is a safety net for a
+// hung test, not a measure of speed.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
