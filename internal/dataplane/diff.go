@@ -1,0 +1,175 @@
+package dataplane
+
+import (
+	"slices"
+
+	"sigs.k8s.io/knftables"
+)
+
+// tableComment marks the table as ours for anyone listing the ruleset.
+const tableComment = "groundcloud load balancer: VIP forwarding, managed by groundcloud-agent"
+
+// FullSync adds to tx the operations that make the kernel's table equal to
+// desired whatever it holds now, as kube-proxy's full sync does: every chain
+// and map is added (a no-op if it exists) and flushed, then filled. existing
+// is what ListAll found in the table (nil if there was no table); chains,
+// maps and sets in it that desired lacks are deleted. It is pure.
+func FullSync(tx *knftables.Transaction, desired *Table, existing map[string][]string) {
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
+	chains, maps := sortedKeys(desired.Chains), sortedKeys(desired.Maps)
+	for _, name := range chains {
+		tx.Add(desired.Chains[name].object())
+	}
+	for _, name := range maps {
+		tx.Add(desired.Maps[name].object())
+	}
+	for _, name := range chains {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	for _, name := range maps {
+		tx.Flush(&knftables.Map{Name: name})
+	}
+
+	staleChains := stale(existing["chain"], desired.Chains)
+	for _, name := range staleChains {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	for _, name := range stale(existing["map"], desired.Maps) {
+		tx.Delete(&knftables.Map{Name: name})
+	}
+	for _, name := range stale(existing["set"], map[string]bool{}) {
+		tx.Delete(&knftables.Set{Name: name})
+	}
+	for _, name := range staleChains {
+		tx.Delete(&knftables.Chain{Name: name})
+	}
+
+	for _, name := range chains {
+		addRules(tx, desired.Chains[name])
+	}
+	for _, name := range maps {
+		m := desired.Maps[name]
+		for _, key := range sortedKeys(m.Elements) {
+			addElement(tx, name, m.Elements[key])
+		}
+	}
+}
+
+// PartialSync adds to tx only the operations that turn applied (the table
+// as the last successful sync left it) into desired: new chains and maps,
+// changed chains (flushed and refilled), changed map elements (deleted and
+// added again: the kernel refuses to overwrite an element's value), removed
+// elements, chains and maps. Operations are ordered so that nothing is
+// deleted while still referenced. It is pure.
+func PartialSync(tx *knftables.Transaction, applied, desired *Table) {
+	newChains, changedChains, goneChains := diffChains(applied, desired)
+	newMaps, goneMaps := diffMaps(applied, desired)
+
+	for _, name := range newChains {
+		tx.Add(desired.Chains[name].object())
+	}
+	for _, name := range newMaps {
+		tx.Add(desired.Maps[name].object())
+	}
+	for _, name := range sortedKeys(desired.Maps) {
+		if old, ok := applied.Maps[name]; ok && !slices.Contains(newMaps, name) {
+			deleteStaleElements(tx, old, desired.Maps[name])
+		}
+	}
+	for _, name := range append(slices.Clone(changedChains), goneChains...) {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	for _, name := range append(slices.Clone(newChains), changedChains...) {
+		addRules(tx, desired.Chains[name])
+	}
+	for _, name := range sortedKeys(desired.Maps) {
+		m := desired.Maps[name]
+		old := applied.Maps[name]
+		if slices.Contains(newMaps, name) {
+			old = nil
+		}
+		for _, key := range sortedKeys(m.Elements) {
+			if prev, ok := lookupElement(old, key); !ok || !prev.equal(m.Elements[key]) {
+				addElement(tx, name, m.Elements[key])
+			}
+		}
+	}
+	for _, name := range goneMaps {
+		tx.Delete(&knftables.Map{Name: name})
+	}
+	for _, name := range goneChains {
+		tx.Delete(&knftables.Chain{Name: name})
+	}
+}
+
+func diffChains(applied, desired *Table) (added, changed, gone []string) {
+	for _, name := range sortedKeys(desired.Chains) {
+		old, ok := applied.Chains[name]
+		switch {
+		case !ok:
+			added = append(added, name)
+		case !old.equal(desired.Chains[name]):
+			changed = append(changed, name)
+		}
+	}
+	for _, name := range sortedKeys(applied.Chains) {
+		if _, ok := desired.Chains[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	return added, changed, gone
+}
+
+// diffMaps returns the maps to add and to delete. Map types are constants of
+// this package, so a map present in both is never changed, only its elements.
+func diffMaps(applied, desired *Table) (added, gone []string) {
+	for _, name := range sortedKeys(desired.Maps) {
+		if _, ok := applied.Maps[name]; !ok {
+			added = append(added, name)
+		}
+	}
+	for _, name := range sortedKeys(applied.Maps) {
+		if _, ok := desired.Maps[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	return added, gone
+}
+
+func deleteStaleElements(tx *knftables.Transaction, old, desired *Map) {
+	for _, key := range sortedKeys(old.Elements) {
+		if cur, ok := desired.Elements[key]; !ok || !cur.equal(old.Elements[key]) {
+			tx.Delete(&knftables.Element{Map: old.Name, Key: old.Elements[key].Key})
+		}
+	}
+}
+
+func lookupElement(m *Map, key string) (Element, bool) {
+	if m == nil {
+		return Element{}, false
+	}
+	e, ok := m.Elements[key]
+	return e, ok
+}
+
+func addRules(tx *knftables.Transaction, c *Chain) {
+	for _, r := range c.Rules {
+		tx.Add(&knftables.Rule{Chain: c.Name, Rule: r})
+	}
+}
+
+func addElement(tx *knftables.Transaction, mapName string, e Element) {
+	tx.Add(&knftables.Element{Map: mapName, Key: e.Key, Value: e.Value})
+}
+
+// stale returns the names in existing that want lacks, sorted.
+func stale[V any](existing []string, want map[string]V) []string {
+	var out []string
+	for _, name := range existing {
+		if _, ok := want[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

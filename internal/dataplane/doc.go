@@ -1,0 +1,148 @@
+// Package dataplane is the nftables data plane of groundcloud-agent on a
+// load-balancer host: it makes the kernel forward the traffic of each
+// service's VIPs to the NodePorts of its healthy nodes, in the shape of
+// kube-proxy's nftables mode and through sigs.k8s.io/knftables.
+//
+// It owns exactly two tables, "ip groundcloud" and "ip6 groundcloud", and the
+// conntrack entries of UDP flows it forwarded. It must not read or change any
+// other table, address, route or sysctl: holding VIPs, health checks and
+// kernel settings belong to other packages or to the host (CheckHost only
+// reports what is missing). It does not schedule: the caller decides when to
+// Sync (rate limits, periodic full resyncs via ForceFullSync).
+//
+// The core is pure: Validate and Desired turn a State into a Ruleset (an
+// in-memory model of the tables), Assign fills a service's hash buckets,
+// FullSync and PartialSync write a knftables transaction from two Rulesets,
+// StaleUDPFlows lists the conntrack entries to delete. Syncer is the thin
+// shell that runs one transaction per family per Sync (full at start and
+// after any error, otherwise only the difference from the last applied
+// Ruleset), then deletes stale conntrack entries.
+//
+// # Ruleset
+//
+// Per family, kube-proxy's names and layout:
+//
+//   - nat-prerouting and nat-output jump to services, which dispatches on
+//     "ip daddr . meta l4proto . th dport vmap @service-ports" to one chain
+//     per service port (svc-<hash>-<namespace/name>/<proto>/<port>);
+//   - that chain DNATs to "node address . NodePort" from an anonymous map of
+//     BucketCount buckets indexed by "jhash ip saddr . th sport mod 128 seed
+//     HashSeed" ("jhash ip saddr" for ClientIP affinity), filled by Assign:
+//     every LB host computes the same buckets, so a failover moves no flow;
+//   - nat-postrouting SNATs DNATed packets to their VIP ("ct status dnat snat
+//     to ct original ip daddr map @vip-snat"), so that replies come back to
+//     whichever host holds the VIP;
+//   - filter-prerouting (priority dstnat-10, before DNAT) drops new flows from
+//     outside a service's source ranges via @firewall-ips and fw-<hash>-<name>;
+//   - filter-input, -forward and -output reject new flows to service ports
+//     without a healthy backend via @no-endpoint-services (TCP reset, ICMP
+//     port unreachable otherwise): reject is not allowed in the nat hooks.
+//
+// For one service with a source range and one without a healthy backend,
+// `nft list table ip groundcloud` prints (the bucket map shortened):
+//
+//	table ip groundcloud {
+//		comment "groundcloud load balancer: VIP forwarding, managed by groundcloud-agent"
+//		map firewall-ips {
+//			type ipv4_addr . inet_proto . inet_service : verdict
+//			comment "VIP . protocol . port to the chain that drops disallowed sources"
+//			elements = { 192.0.2.100 . tcp . 80 : goto fw-4MKSPX4D-demo/web }
+//		}
+//
+//		map no-endpoint-services {
+//			type ipv4_addr . inet_proto . inet_service : verdict
+//			comment "VIP . protocol . port of services without a healthy backend"
+//			elements = { 192.0.2.100 . udp . 53 : goto reject-chain }
+//		}
+//
+//		map service-ports {
+//			type ipv4_addr . inet_proto . inet_service : verdict
+//			comment "VIP . protocol . port to the chain that picks a backend"
+//			elements = { 192.0.2.100 . udp . 53 : goto svc-TQVS6BWD-demo/dns/udp/53,
+//				     192.0.2.100 . tcp . 80 : goto svc-CCIP5SV6-demo/web/tcp/80 }
+//		}
+//
+//		map vip-snat {
+//			type ipv4_addr : ipv4_addr
+//			comment "VIP to the source address of packets forwarded for it"
+//			elements = { 192.0.2.100 : 192.0.2.100 }
+//		}
+//
+//		chain filter-forward {
+//			type filter hook forward priority -110; policy accept;
+//			ct state new jump service-endpoints-check
+//		}
+//
+//		chain filter-input {
+//			type filter hook input priority -110; policy accept;
+//			ct state new jump service-endpoints-check
+//		}
+//
+//		chain filter-output {
+//			type filter hook output priority -110; policy accept;
+//			ct state new jump service-endpoints-check
+//			ct state new jump firewall-check
+//		}
+//
+//		chain filter-prerouting {
+//			type filter hook prerouting priority dstnat - 10; policy accept;
+//			ct state new jump firewall-check
+//		}
+//
+//		chain firewall-check {
+//			ip daddr . meta l4proto . th dport vmap @firewall-ips
+//		}
+//
+//		chain fw-4MKSPX4D-demo/web {
+//			ip saddr != 198.51.100.0/24 drop
+//		}
+//
+//		chain nat-output {
+//			type nat hook output priority -100; policy accept;
+//			jump services
+//		}
+//
+//		chain nat-postrouting {
+//			type nat hook postrouting priority srcnat; policy accept;
+//			ct status dnat snat to ct original ip daddr map @vip-snat
+//		}
+//
+//		chain nat-prerouting {
+//			type nat hook prerouting priority dstnat; policy accept;
+//			jump services
+//		}
+//
+//		chain reject-chain {
+//			reject with tcp reset
+//			reject
+//		}
+//
+//		chain service-endpoints-check {
+//			ip daddr . meta l4proto . th dport vmap @no-endpoint-services
+//		}
+//
+//		chain services {
+//			ip daddr . meta l4proto . th dport vmap @service-ports
+//		}
+//
+//		chain svc-CCIP5SV6-demo/web/tcp/80 {
+//			dnat ip to jhash ip saddr . tcp sport mod 128 seed 0x67636c64 map { 0 : 192.0.2.11 . 30080, 1 : 192.0.2.11 . 30080, …, 127 : 192.0.2.12 . 30080 }
+//		}
+//
+//		chain svc-TQVS6BWD-demo/dns/udp/53 {
+//		}
+//	}
+//
+// (nft prints "meta l4proto tcp dnat ... th sport" as "dnat ... tcp sport".)
+//
+// # Known limits
+//
+//   - Packets to a VIP on a port or protocol no service uses are not touched:
+//     they reach the LB host's own stack like any local address.
+//   - The bucket map is anonymous, so a changed assignment rewrites that
+//     service port's rule: a named map keyed by jhash needs "typeof jhash",
+//     which nft 1.0.6 accepts but then crashes listing.
+//   - Map types and base-chain hooks are constants; changing one in a later
+//     version needs the table deleted once (Cleanup), since nft cannot
+//     change them in place.
+package dataplane

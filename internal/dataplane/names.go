@@ -1,0 +1,66 @@
+package dataplane
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"strings"
+)
+
+// Names of the fixed chains and maps of each table (modelled on kube-proxy's).
+const (
+	chainFilterPrerouting = "filter-prerouting"
+	chainFilterInput      = "filter-input"
+	chainFilterForward    = "filter-forward"
+	chainFilterOutput     = "filter-output"
+	chainNATPrerouting    = "nat-prerouting"
+	chainNATOutput        = "nat-output"
+	chainNATPostrouting   = "nat-postrouting"
+	chainFirewallCheck    = "firewall-check"
+	chainEndpointsCheck   = "service-endpoints-check"
+	chainServices         = "services"
+	chainReject           = "reject-chain"
+
+	mapServicePorts  = "service-ports"
+	mapFirewallIPs   = "firewall-ips"
+	mapNoEndpoints   = "no-endpoint-services"
+	mapVIPSNAT       = "vip-snat"
+	maxReadableChars = 200 // of a service name in a chain name; nft allows 255
+)
+
+// serviceChainName names the chain that forwards one port of a service:
+// "svc-<hash>-<namespace/name>/<proto>/<port>".
+func serviceChainName(service string, p Port) string {
+	suffix := fmt.Sprintf("%s/%d", p.Protocol.nft(), p.Port)
+	return "svc-" + shortHash(service+"/"+suffix) + "-" + readable(service) + "/" + suffix
+}
+
+// firewallChainName names the chain that drops clients outside a service's
+// source ranges: "fw-<hash>-<namespace/name>".
+func firewallChainName(service string) string {
+	return "fw-" + shortHash(service) + "-" + readable(service)
+}
+
+// shortHash keeps names unique when readable() maps two names to one.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return base32.StdEncoding.EncodeToString(sum[:])[:8]
+}
+
+// readable keeps the characters nft accepts in an unquoted name and
+// truncates, so that a chain name stays valid whatever the service name is.
+func readable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= maxReadableChars {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '/', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}

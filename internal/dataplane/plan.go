@@ -1,0 +1,184 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// HashSeed seeds the kernel's jhash that picks a flow's bucket. It must be
+// the same on every LB host and never change: a different seed moves every
+// flow on failover. (nft draws a random seed for a jhash without one.)
+const HashSeed = 0x67636c64 // "gcld"
+
+// Desired computes the ruleset that forwards s. It is pure. Parts of s that
+// Validate reports are left out; everything else is programmed.
+func Desired(s State) Ruleset {
+	services, _ := normalize(s)
+	return desired(services)
+}
+
+func desired(services []service) Ruleset {
+	return Ruleset{
+		IPv4: desiredTable(ipv4, services),
+		IPv6: desiredTable(ipv6, services),
+	}
+}
+
+// family holds what differs between the ip and ip6 tables.
+type family struct {
+	nft      knftables.Family
+	ip       string // "ip" or "ip6" in rules
+	addrType string // "ipv4_addr" or "ipv6_addr" in map types
+	is       func(netip.Addr) bool
+}
+
+var (
+	ipv4 = family{knftables.IPv4Family, "ip", "ipv4_addr", netip.Addr.Is4}
+	ipv6 = family{knftables.IPv6Family, "ip6", "ipv6_addr", netip.Addr.Is6}
+)
+
+func familyOf(f knftables.Family) family {
+	if f == knftables.IPv6Family {
+		return ipv6
+	}
+	return ipv4
+}
+
+// skeleton is the fixed part of a table: hooks, dispatch chains and maps.
+// Filter chains run at dstnat-10, before DNAT and before the host's usual
+// filter chains; reject is valid only in input, forward and output.
+func skeleton(f family) *Table {
+	t := newTable(f.nft)
+	const newConn = "ct state new "
+	filterPrio := knftables.DNATPriority + "-10"
+	t.addBaseChain(chainFilterPrerouting, knftables.FilterType, knftables.PreroutingHook, filterPrio,
+		newConn+"jump "+chainFirewallCheck)
+	t.addBaseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, filterPrio,
+		newConn+"jump "+chainEndpointsCheck)
+	t.addBaseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, filterPrio,
+		newConn+"jump "+chainEndpointsCheck)
+	t.addBaseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, filterPrio,
+		newConn+"jump "+chainEndpointsCheck, newConn+"jump "+chainFirewallCheck)
+	t.addBaseChain(chainNATPrerouting, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority,
+		"jump "+chainServices)
+	t.addBaseChain(chainNATOutput, knftables.NATType, knftables.OutputHook, knftables.DNATPriority,
+		"jump "+chainServices)
+	t.addBaseChain(chainNATPostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority,
+		fmt.Sprintf("ct status dnat snat %s to ct original %s daddr map @%s", f.ip, f.ip, mapVIPSNAT))
+
+	dispatch := f.ip + " daddr . meta l4proto . th dport vmap @"
+	t.addChain(chainFirewallCheck, dispatch+mapFirewallIPs)
+	t.addChain(chainEndpointsCheck, dispatch+mapNoEndpoints)
+	t.addChain(chainServices, dispatch+mapServicePorts)
+	t.addChain(chainReject, "meta l4proto tcp reject with tcp reset", "reject")
+
+	frontendType := f.addrType + " . inet_proto . inet_service : verdict"
+	t.addMap(mapServicePorts, frontendType, "VIP . protocol . port to the chain that picks a backend")
+	t.addMap(mapFirewallIPs, frontendType, "VIP . protocol . port to the chain that drops disallowed sources")
+	t.addMap(mapNoEndpoints, frontendType, "VIP . protocol . port of services without a healthy backend")
+	t.addMap(mapVIPSNAT, f.addrType+" : "+f.addrType, "VIP to the source address of packets forwarded for it")
+	return t
+}
+
+func desiredTable(f family, services []service) *Table {
+	t := skeleton(f)
+	for _, svc := range services {
+		addService(t, f, svc)
+	}
+	return t
+}
+
+func addService(t *Table, f family, svc service) {
+	var frontends []frontend
+	for _, fe := range svc.frontends {
+		if f.is(fe.vip) {
+			frontends = append(frontends, fe)
+		}
+	}
+	if len(frontends) == 0 {
+		return
+	}
+
+	addrs := map[string]netip.Addr{}
+	var backends []Backend
+	for _, b := range svc.backends {
+		for _, a := range b.Addrs {
+			if f.is(a) {
+				addrs[b.Node] = a
+				backends = append(backends, b)
+				break
+			}
+		}
+	}
+	buckets := Assign(svc.name, backends)
+	reachable := buckets[0] != ""
+
+	fwChain := ""
+	if svc.restricted {
+		fwChain = firewallChainName(svc.name)
+		t.addChain(fwChain, firewallRule(f, svc.ranges))
+	}
+	for _, fe := range frontends {
+		chain := serviceChainName(svc.name, fe.port)
+		if _, ok := t.Chains[chain]; !ok {
+			c := t.addChain(chain)
+			if reachable {
+				c.Rules = []string{dnatRule(f, fe.port, svc.affinity, buckets, addrs)}
+			}
+		}
+		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
+		t.addElement(mapServicePorts, key, []string{"goto " + chain})
+		if fwChain != "" {
+			t.addElement(mapFirewallIPs, key, []string{"goto " + fwChain})
+		}
+		if !reachable {
+			t.addElement(mapNoEndpoints, key, []string{"goto " + chainReject})
+		}
+		t.addElement(mapVIPSNAT, []string{fe.vip.String()}, []string{fe.vip.String()})
+		if fe.port.Protocol == UDP && reachable {
+			for _, node := range buckets {
+				t.UDPFlows[Flow{VIP: fe.vip, Port: fe.port.Port, Backend: addrs[node], NodePort: fe.port.NodePort}] = true
+			}
+		}
+	}
+}
+
+// dnatRule picks the bucket by jhash and DNATs to that bucket's backend. nft
+// 1.0.6 needs "meta l4proto" before "dnat ... map". The map is anonymous: a
+// named map keyed by a hash needs "typeof jhash ...", which nft 1.0.6 accepts
+// but then crashes listing.
+func dnatRule(f family, p Port, affinity bool, buckets Assignment, addrs map[string]netip.Addr) string {
+	key := f.ip + " saddr . th sport"
+	if affinity {
+		key = f.ip + " saddr"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "meta l4proto %s dnat %s to jhash %s mod %d seed %#x map { ", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed)
+	for i, node := range buckets {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d : %s . %d", i, addrs[node], p.NodePort)
+	}
+	b.WriteString(" }")
+	return b.String()
+}
+
+// firewallRule drops new flows from outside ranges (the ranges of this
+// family; with none, every source of this family is outside).
+func firewallRule(f family, ranges []netip.Prefix) string {
+	var own []string
+	for _, r := range ranges {
+		if f.is(r.Addr()) {
+			own = append(own, r.String())
+		}
+	}
+	if len(own) == 0 {
+		return "drop"
+	}
+	return fmt.Sprintf("%s saddr != { %s } drop", f.ip, strings.Join(own, ", "))
+}

@@ -1,0 +1,136 @@
+package dataplane
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// TableName is the name of the table the data plane owns in the "ip" and the
+// "ip6" family. Nothing else in either family is ever read or changed.
+const TableName = "groundcloud"
+
+// Ruleset is the in-memory model of the data plane: one table per family.
+// Desired computes it; the Syncer keeps the last applied one to diff against.
+type Ruleset struct {
+	IPv4 *Table
+	IPv6 *Table
+}
+
+// Table returns the table of family f (ip or ip6).
+func (r Ruleset) Table(f knftables.Family) *Table {
+	if f == knftables.IPv6Family {
+		return r.IPv6
+	}
+	return r.IPv4
+}
+
+// Table is the content of one family's table.
+type Table struct {
+	Family knftables.Family
+	Chains map[string]*Chain
+	Maps   map[string]*Map
+	// UDPFlows lists where new UDP flows may currently be forwarded. It is not
+	// programmed; when a flow target disappears between two syncs its
+	// conntrack entries are deleted, because UDP has no end that would let
+	// the flows move on by themselves.
+	UDPFlows map[Flow]bool
+}
+
+// Chain is a chain and its rules, in nft syntax.
+type Chain struct {
+	Name string
+	// Base is set for base chains (attached to a hook).
+	Base  *BaseChain
+	Rules []string
+}
+
+// BaseChain holds the hook properties of a base chain.
+type BaseChain struct {
+	Type     knftables.BaseChainType
+	Hook     knftables.BaseChainHook
+	Priority knftables.BaseChainPriority
+}
+
+// Map is a named map and its elements.
+type Map struct {
+	Name    string
+	Type    string
+	Comment string
+	// Elements are keyed by their key joined with " . ".
+	Elements map[string]Element
+}
+
+// Element is one map element.
+type Element struct {
+	Key   []string
+	Value []string
+}
+
+// Flow is a target of UDP flows: packets to VIP:Port forwarded to
+// Backend:NodePort.
+type Flow struct {
+	VIP      netip.Addr
+	Port     uint16
+	Backend  netip.Addr
+	NodePort uint16
+}
+
+func newTable(f knftables.Family) *Table {
+	return &Table{Family: f, Chains: map[string]*Chain{}, Maps: map[string]*Map{}, UDPFlows: map[Flow]bool{}}
+}
+
+func (t *Table) addChain(name string, rules ...string) *Chain {
+	c := &Chain{Name: name, Rules: rules}
+	t.Chains[name] = c
+	return c
+}
+
+func (t *Table) addBaseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChainHook, prio knftables.BaseChainPriority, rules ...string) {
+	t.addChain(name, rules...).Base = &BaseChain{Type: typ, Hook: hook, Priority: prio}
+}
+
+func (t *Table) addMap(name, typ, comment string) {
+	t.Maps[name] = &Map{Name: name, Type: typ, Comment: comment, Elements: map[string]Element{}}
+}
+
+func (t *Table) addElement(mapName string, key, value []string) {
+	t.Maps[mapName].Elements[strings.Join(key, " . ")] = Element{Key: key, Value: value}
+}
+
+func (c *Chain) equal(o *Chain) bool {
+	return (c.Base == nil) == (o.Base == nil) && (c.Base == nil || *c.Base == *o.Base) && slices.Equal(c.Rules, o.Rules)
+}
+
+func (e Element) equal(o Element) bool {
+	return slices.Equal(e.Key, o.Key) && slices.Equal(e.Value, o.Value)
+}
+
+func (c *Chain) object() *knftables.Chain {
+	obj := &knftables.Chain{Name: c.Name}
+	if c.Base != nil {
+		obj.Type = knftables.PtrTo(c.Base.Type)
+		obj.Hook = knftables.PtrTo(c.Base.Hook)
+		obj.Priority = knftables.PtrTo(c.Base.Priority)
+	}
+	return obj
+}
+
+func (m *Map) object() *knftables.Map {
+	obj := &knftables.Map{Name: m.Name, Type: m.Type}
+	if m.Comment != "" {
+		obj.Comment = knftables.PtrTo(m.Comment)
+	}
+	return obj
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,108 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+type runnerHarness struct {
+	t     *testing.T
+	clock *testingclock.FakeClock
+	calls chan time.Time
+	fail  chan error
+}
+
+func startRunner(t *testing.T, minInterval, maxInterval time.Duration) (*Runner, *runnerHarness) {
+	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10)}
+	r := newRunner(func(context.Context) error {
+		h.calls <- h.clock.Now()
+		select {
+		case err := <-h.fail:
+			return err
+		default:
+			return nil
+		}
+	}, minInterval, maxInterval, h.clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return after the context ended")
+		}
+	})
+	return r, h
+}
+
+// expectSync waits for a sync at the fake time want.
+func (h *runnerHarness) expectSync(want time.Time) {
+	h.t.Helper()
+	select {
+	case at := <-h.calls:
+		if !at.Equal(want) {
+			h.t.Fatalf("sync at %v, want %v", at.Sub(time.Unix(1000, 0)), want.Sub(time.Unix(1000, 0)))
+		}
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("no sync at %v", want.Sub(time.Unix(1000, 0)))
+	}
+}
+
+func (h *runnerHarness) expectNoSync() {
+	h.t.Helper()
+	select {
+	case at := <-h.calls:
+		h.t.Fatalf("unexpected sync at %v", at.Sub(time.Unix(1000, 0)))
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// step advances the fake clock once the runner waits on it.
+func (h *runnerHarness) step(d time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the runner never waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.clock.Step(d)
+}
+
+func TestRunnerCoalescesRequestsWithinMinInterval(t *testing.T) {
+	r, h := startRunner(t, time.Second, 0)
+	start := h.clock.Now()
+	h.expectSync(start) // at start
+	r.Request()
+	r.Request()
+	r.Request()
+	h.expectNoSync()
+	h.step(time.Second)
+	h.expectSync(start.Add(time.Second))
+	h.expectNoSync()
+}
+
+func TestRunnerSyncsAtMaxInterval(t *testing.T) {
+	_, h := startRunner(t, time.Second, time.Minute)
+	start := h.clock.Now()
+	h.expectSync(start)
+	h.step(time.Minute)
+	h.expectSync(start.Add(time.Minute))
+}
+
+func TestRunnerRetriesAfterFailure(t *testing.T) {
+	_, h := startRunner(t, time.Second, 0)
+	h.fail <- errors.New("injected failure")
+	start := h.clock.Now()
+	h.expectSync(start)
+	h.step(time.Second)
+	h.expectSync(start.Add(time.Second))
+	h.expectNoSync()
+}

@@ -1,0 +1,312 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/knftables"
+)
+
+func mustSync(t *testing.T, s *Syncer, st State) {
+	t.Helper()
+	if err := s.Sync(context.Background(), st); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+}
+
+func TestFullSyncGolden(t *testing.T) {
+	s, v4, v6, _ := newFakeSyncer()
+	mustSync(t, s, realisticState())
+	checkGolden(t, "full-sync", transactions(v4, v6))
+}
+
+func TestPartialSyncGolden(t *testing.T) {
+	s, v4, v6, ct := newFakeSyncer()
+	mustSync(t, s, realisticState())
+	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	tx := transactions(v4, v6)
+	checkGolden(t, "partial-sync-node-b-unhealthy", tx)
+
+	// Only the chains of the service ports node-b served are rewritten; no
+	// other chain, map or element is touched.
+	var flushed []string
+	for _, line := range strings.Split(strings.TrimSpace(tx), "\n") {
+		switch f := strings.Fields(line); {
+		case strings.HasPrefix(line, "flush chain "):
+			flushed = append(flushed, f[2]+" "+f[4])
+		case strings.HasPrefix(line, "add rule "):
+		default:
+			t.Errorf("partial sync touches more than the changed chains: %q", line)
+		}
+	}
+	var want []string
+	for _, fam := range []string{"ip", "ip6"} {
+		for _, c := range []struct {
+			svc string
+			p   Port
+		}{
+			{"shop/web", Port{Protocol: TCP, Port: 80}}, {"shop/web", Port{Protocol: TCP, Port: 443}},
+			{"infra/dns", Port{Protocol: UDP, Port: 53}}, {"infra/dns", Port{Protocol: TCP, Port: 53}},
+			{"shop/admin", Port{Protocol: TCP, Port: 8443}},
+		} {
+			if fam == "ip6" && c.svc == "shop/admin" {
+				continue // IPv4 only
+			}
+			want = append(want, fam+" "+serviceChainName(c.svc, c.p))
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(flushed)
+	if diff := cmp.Diff(want, flushed); diff != "" {
+		t.Errorf("flushed chains (-want +got):\n%s", diff)
+	}
+
+	// UDP flows to node-b are deleted from conntrack, TCP ones drain.
+	wantFlows := [][]Flow{{
+		{VIP: addr("192.0.2.101"), Port: 53, Backend: addr("192.0.2.12"), NodePort: 30053},
+		{VIP: addr("2001:db8::101"), Port: 53, Backend: addr("2001:db8::12"), NodePort: 30053},
+	}}
+	if diff := cmp.Diff(wantFlows, ct.deleted, cmp.Comparer(func(a, b Flow) bool { return a == b })); diff != "" {
+		t.Errorf("conntrack deletions (-want +got):\n%s", diff)
+	}
+}
+
+func TestSyncWithoutChangeRunsNothing(t *testing.T) {
+	s, v4, v6, ct := newFakeSyncer()
+	mustSync(t, s, realisticState())
+	last4, last6 := v4.LastTransaction, v6.LastTransaction
+	mustSync(t, s, realisticState())
+	if v4.LastTransaction != last4 || v6.LastTransaction != last6 {
+		t.Errorf("a sync without changes ran a transaction:\n%s", transactions(v4, v6))
+	}
+	if len(ct.deleted) != 0 {
+		t.Errorf("conntrack deletions without changes: %v", ct.deleted)
+	}
+}
+
+// failingNFT fails Run while fail is set.
+type failingNFT struct {
+	knftables.Interface
+	fail bool
+}
+
+func (f *failingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if f.fail {
+		return errors.New("injected failure")
+	}
+	return f.Interface.Run(ctx, tx)
+}
+
+func TestSyncAfterErrorIsFull(t *testing.T) {
+	v4 := knftables.NewFake(knftables.IPv4Family, TableName)
+	failing := &failingNFT{Interface: v4}
+	s := NewSyncer(failing, nil, nil)
+	mustSync(t, s, realisticState())
+
+	failing.fail = true
+	if err := s.Sync(context.Background(), withHealth(realisticState(), "node-b", false)); err == nil {
+		t.Fatal("Sync succeeded despite the failing transaction")
+	}
+	failing.fail = false
+	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	if tx := v4.LastTransaction.String(); !strings.HasPrefix(tx, "add table ip groundcloud") {
+		t.Errorf("the sync after an error is not a full one:\n%.300s", tx)
+	}
+	mustSync(t, s, realisticState())
+	if tx := v4.LastTransaction.String(); strings.HasPrefix(tx, "add table") {
+		t.Errorf("the sync after a successful full one is full again:\n%.300s", tx)
+	}
+}
+
+func TestFullSyncIsIdempotentAndRemovesStaleObjects(t *testing.T) {
+	s, v4, v6, _ := newFakeSyncer()
+	// What a previous agent may have left: a chain and a map we no longer make.
+	for _, fake := range []*knftables.Fake{v4, v6} {
+		tx := fake.NewTransaction()
+		tx.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
+		tx.Add(&knftables.Chain{Name: "svc-OLD-gone/svc/tcp/80"})
+		tx.Add(&knftables.Rule{Chain: "svc-OLD-gone/svc/tcp/80", Rule: "drop"})
+		tx.Add(&knftables.Map{Name: "old-map", Type: "ipv4_addr : ipv4_addr"})
+		if err := fake.Run(context.Background(), tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSync(t, s, realisticState())
+	first := v4.Dump() + v6.Dump()
+	if strings.Contains(first, "OLD") || strings.Contains(first, "old-map") {
+		t.Errorf("stale objects survive the full sync:\n%s", first)
+	}
+	s.ForceFullSync()
+	mustSync(t, s, realisticState())
+	if second := v4.Dump() + v6.Dump(); second != first {
+		t.Errorf("a second full sync changed the ruleset:\n%s", cmp.Diff(first, second))
+	}
+	if want := freshDump(t, realisticState()); first != want {
+		t.Errorf("full sync over old objects differs from one on an empty table:\n%s", cmp.Diff(want, first))
+	}
+}
+
+// freshDump is the ruleset a new Syncer writes for st on empty tables.
+func freshDump(t *testing.T, st State) string {
+	t.Helper()
+	s, v4, v6, _ := newFakeSyncer()
+	mustSync(t, s, st)
+	return v4.Dump() + v6.Dump()
+}
+
+// Each partial sync must leave the same ruleset as a full sync of the same
+// state on empty tables, and must never "add" an element over an existing
+// one, which the kernel refuses (the Fake would silently overwrite it).
+func TestPartialSyncEqualsFullSync(t *testing.T) {
+	base := realisticState()
+	steps := []struct {
+		name string
+		edit func(*State)
+	}{
+		{"node-b unhealthy", func(s *State) { *s = withHealth(*s, "node-b", false) }},
+		{"node-b healthy again", func(s *State) { *s = withHealth(*s, "node-b", true) }},
+		{"broken gets a healthy backend", func(s *State) { s.Services[3].Backends[0].Healthy = true }},
+		{"all of web unhealthy", func(s *State) {
+			for i := range s.Services[0].Backends {
+				s.Services[0].Backends[i].Healthy = false
+			}
+		}},
+		{"web back", func(s *State) { *s = withHealth(*s, "node-a", true) }},
+		{"node-c removed from web", func(s *State) { s.Services[0].Backends = s.Services[0].Backends[:2] }},
+		{"web port 443 removed", func(s *State) { s.Services[0].Ports = s.Services[0].Ports[:1] }},
+		{"admin source ranges changed", func(s *State) { s.Services[2].SourceRanges = s.Services[2].SourceRanges[:1] }},
+		{"admin source ranges removed", func(s *State) { s.Services[2].SourceRanges = nil }},
+		{"dns IPv6 VIP removed", func(s *State) { s.Services[1].VIPs = s.Services[1].VIPs[:1] }},
+		{"dns removed", func(s *State) { s.Services = slices.Delete(s.Services, 1, 2) }},
+		{"new service", func(s *State) {
+			s.Services = append(s.Services, newService("blog/www", withVIPs("192.0.2.110"), withPort(TCP, 80, 31080),
+				withBackend("node-c", true, nodeC...)))
+		}},
+		{"everything removed", func(s *State) { s.Services = nil }},
+	}
+	s, v4, v6, _ := newFakeSyncer()
+	mustSync(t, s, base)
+	state := base
+	for _, step := range steps {
+		// Copy the services so that edits do not reach earlier states.
+		state = State{Services: cloneServices(state.Services)}
+		step.edit(&state)
+		before := map[*knftables.Fake]string{v4: v4.Dump(), v6: v6.Dump()}
+		mustSync(t, s, state)
+		if got, want := v4.Dump()+v6.Dump(), freshDump(t, state); got != want {
+			t.Errorf("%s: partial sync differs from full sync:\n%s", step.name, cmp.Diff(want, got))
+		}
+		for fake, dump := range before {
+			checkNoElementOverwrite(t, step.name, dump, fake.LastTransaction.String())
+		}
+	}
+}
+
+func cloneServices(in []Service) []Service {
+	out := slices.Clone(in)
+	for i := range out {
+		out[i].VIPs = slices.Clone(out[i].VIPs)
+		out[i].Ports = slices.Clone(out[i].Ports)
+		out[i].Backends = slices.Clone(out[i].Backends)
+		out[i].SourceRanges = slices.Clone(out[i].SourceRanges)
+	}
+	return out
+}
+
+var elementOp = regexp.MustCompile(`^(add|delete) element (\S+ \S+ \S+) \{ (.*?)(?: : .*)? \}$`)
+
+// checkNoElementOverwrite fails when tx adds a map element whose key exists
+// in the dump (the table before tx) and was not deleted earlier in tx.
+func checkNoElementOverwrite(t *testing.T, step, dump, tx string) {
+	t.Helper()
+	present := map[string]bool{}
+	for _, line := range strings.Split(dump, "\n") {
+		if m := elementOp.FindStringSubmatch(line); m != nil {
+			present[m[2]+" "+m[3]] = true
+		}
+	}
+	for _, line := range strings.Split(tx, "\n") {
+		if strings.HasPrefix(line, "flush map ") {
+			prefix := strings.TrimPrefix(line, "flush map ") + " "
+			for k := range present {
+				if strings.HasPrefix(k, prefix) {
+					delete(present, k)
+				}
+			}
+		}
+		m := elementOp.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		key := m[2] + " " + m[3]
+		if m[1] == "delete" {
+			delete(present, key)
+		} else if present[key] {
+			t.Errorf("%s: %q overwrites an existing element; the kernel refuses that", step, line)
+		}
+	}
+}
+
+func TestConntrackDeletionIsRetried(t *testing.T) {
+	s, _, _, ct := newFakeSyncer()
+	mustSync(t, s, realisticState())
+	ct.err = errors.New("injected failure")
+	if err := s.Sync(context.Background(), withHealth(realisticState(), "node-b", false)); err == nil {
+		t.Fatal("Sync hid the conntrack failure")
+	}
+	ct.err = nil
+	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	if len(ct.deleted) != 2 || !slices.Equal(ct.deleted[0], ct.deleted[1]) {
+		t.Errorf("failed deletion not retried: %v", ct.deleted)
+	}
+	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	if len(ct.deleted) != 2 {
+		t.Errorf("deletion repeated after success: %v", ct.deleted)
+	}
+}
+
+// A flow that failed to be deleted but is in use again is not deleted later.
+func TestConntrackRetryDropsFlowsInUseAgain(t *testing.T) {
+	s, _, _, ct := newFakeSyncer()
+	mustSync(t, s, realisticState())
+	ct.err = errors.New("injected failure")
+	_ = s.Sync(context.Background(), withHealth(realisticState(), "node-b", false))
+	ct.err = nil
+	mustSync(t, s, realisticState())
+	if len(ct.deleted) != 1 {
+		t.Errorf("flows in use again were deleted: %v", ct.deleted)
+	}
+}
+
+func TestCleanupRemovesOurTables(t *testing.T) {
+	s, v4, v6, _ := newFakeSyncer()
+	mustSync(t, s, realisticState())
+	if err := s.Cleanup(context.Background()); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if v4.Table != nil || v6.Table != nil {
+		t.Errorf("tables left after Cleanup:\n%s%s", v4.Dump(), v6.Dump())
+	}
+	if err := s.Cleanup(context.Background()); err != nil {
+		t.Errorf("Cleanup without tables: %v", err)
+	}
+	mustSync(t, s, realisticState())
+	if got, want := v4.Dump()+v6.Dump(), freshDump(t, realisticState()); got != want {
+		t.Errorf("sync after Cleanup is incomplete:\n%s", cmp.Diff(want, got))
+	}
+}
+
+func TestSingleStackSyncer(t *testing.T) {
+	v4 := knftables.NewFake(knftables.IPv4Family, TableName)
+	s := NewSyncer(v4, nil, nil)
+	mustSync(t, s, realisticState())
+	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	if strings.Contains(v4.Dump(), "2001:db8") {
+		t.Errorf("IPv6 addresses in the IPv4 table")
+	}
+}

@@ -1,0 +1,74 @@
+package dataplane
+
+import "net/netip"
+
+// Protocol is a transport protocol a service port carries.
+type Protocol string
+
+// The protocols the data plane forwards.
+const (
+	TCP Protocol = "TCP"
+	UDP Protocol = "UDP"
+)
+
+// nft returns the protocol's name in nft syntax ("tcp", "udp").
+func (p Protocol) nft() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	}
+	return ""
+}
+
+// State is everything the data plane of one load-balancer host forwards. It is
+// a value: Desired and Syncer.Sync read it and never keep or change it.
+type State struct {
+	Services []Service
+}
+
+// Service is one load-balanced service.
+type Service struct {
+	// Name is "namespace/name". It is stable for the life of the service and
+	// names its chains; it must be unique within a State.
+	Name string
+	// VIPs are the virtual addresses, IPv4 and/or IPv6. An IPv4 VIP forwards
+	// to the backends' IPv4 addresses only, an IPv6 VIP to their IPv6 ones.
+	VIPs []netip.Addr
+	// Ports are forwarded from every VIP to the same NodePort on a backend.
+	Ports []Port
+	// Backends are the nodes that may receive traffic. Only healthy ones get
+	// new flows; listing unhealthy ones too keeps the buckets of the healthy
+	// ones in place when they recover (see Assign).
+	Backends []Backend
+	// Affinity selects ClientIP affinity: the backend is chosen from the
+	// client's address only, not from its address and port.
+	Affinity bool
+	// SourceRanges are the client prefixes allowed to reach the service;
+	// empty allows every client. Packets from other sources are dropped.
+	SourceRanges []netip.Prefix
+}
+
+// Port is one forwarded port of a service.
+type Port struct {
+	// Name is informative only (the Service's port name).
+	Name     string
+	Protocol Protocol
+	// Port is the port on the VIPs.
+	Port uint16
+	// NodePort is the port on the backends' addresses.
+	NodePort uint16
+}
+
+// Backend is a node that can receive a service's traffic on its NodePorts.
+type Backend struct {
+	// Node is the node's name; it identifies the backend in the bucket
+	// assignment, so it must be stable and unique within a service.
+	Node string
+	// Addrs are the node's addresses; the first one of each family is used.
+	Addrs []netip.Addr
+	// Healthy backends receive new flows; unhealthy ones keep the flows they
+	// have (TCP) but get no new ones.
+	Healthy bool
+}

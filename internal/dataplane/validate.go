@@ -1,0 +1,180 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Validate reports every part of s that Desired leaves out, all at once. The
+// data plane never fails as a whole because of one bad service: Desired
+// programs everything else, so the caller uses Validate to tell users which
+// service (and which VIP, port or backend of it) is not programmed and why.
+func Validate(s State) error {
+	_, problems := normalize(s)
+	return errors.Join(problems...)
+}
+
+// service is a Service cleaned for planning: only valid parts, deduplicated,
+// in a deterministic order, and only the frontends this service won.
+type service struct {
+	name     string
+	ports    []Port // sorted by protocol, then port
+	backends []Backend
+	affinity bool
+	// restricted is true when the Service had SourceRanges, even if none of
+	// them was valid: an invalid range must never widen access to "all".
+	restricted bool
+	ranges     []netip.Prefix
+	// frontends are the (VIP, port) pairs this service programs.
+	frontends []frontend
+}
+
+type frontend struct {
+	vip  netip.Addr
+	port Port
+}
+
+type frontendKey struct {
+	vip   netip.Addr
+	proto Protocol
+	port  uint16
+}
+
+// normalize returns the programmable part of s, services sorted by name, and
+// a problem for each part left out. When two services claim the same VIP,
+// protocol and port, the one whose name sorts first keeps it.
+func normalize(s State) ([]service, []error) {
+	var problems []error
+	byName := slices.Clone(s.Services)
+	slices.SortStableFunc(byName, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
+
+	var out []service
+	claimed := map[frontendKey]string{}
+	for i, svc := range byName {
+		if svc.Name == "" {
+			problems = append(problems, errors.New("service with an empty name"))
+			continue
+		}
+		if i > 0 && byName[i-1].Name == svc.Name {
+			problems = append(problems, fmt.Errorf("service %q: listed more than once; only the first is programmed", svc.Name))
+			continue
+		}
+		clean, p := normalizeService(svc)
+		problems = append(problems, p...)
+		for _, vip := range normalizeVIPs(svc, &problems) {
+			for _, port := range clean.ports {
+				key := frontendKey{vip, port.Protocol, port.Port}
+				if owner, ok := claimed[key]; ok {
+					problems = append(problems, fmt.Errorf("service %q: %s %s/%d is already used by service %q", svc.Name, vip, port.Protocol, port.Port, owner))
+					continue
+				}
+				claimed[key] = svc.Name
+				clean.frontends = append(clean.frontends, frontend{vip, port})
+			}
+		}
+		out = append(out, clean)
+	}
+	return out, problems
+}
+
+func normalizeService(svc Service) (service, []error) {
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("service %q: "+format, append([]any{svc.Name}, args...)...))
+	}
+	clean := service{name: svc.Name, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0}
+
+	seenPorts := map[frontendKey]bool{}
+	for _, p := range svc.Ports {
+		switch {
+		case p.Protocol.nft() == "":
+			bad("port %q: unsupported protocol %q", p.Name, p.Protocol)
+		case p.Port == 0 || p.NodePort == 0:
+			bad("port %q: port and nodePort must be set (got %d and %d)", p.Name, p.Port, p.NodePort)
+		case seenPorts[frontendKey{proto: p.Protocol, port: p.Port}]:
+			bad("port %s/%d listed more than once", p.Protocol, p.Port)
+		default:
+			seenPorts[frontendKey{proto: p.Protocol, port: p.Port}] = true
+			clean.ports = append(clean.ports, p)
+		}
+	}
+	slices.SortFunc(clean.ports, func(a, b Port) int {
+		if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
+			return c
+		}
+		return int(a.Port) - int(b.Port)
+	})
+
+	seenNodes := map[string]bool{}
+	for _, b := range svc.Backends {
+		switch {
+		case b.Node == "":
+			bad("backend with an empty node name")
+		case seenNodes[b.Node]:
+			bad("backend %q listed more than once", b.Node)
+		default:
+			seenNodes[b.Node] = true
+			addrs := slices.DeleteFunc(slices.Clone(b.Addrs), func(a netip.Addr) bool {
+				ok := validUnicast(a)
+				if !ok {
+					bad("backend %q: unusable address %q", b.Node, a)
+				}
+				return !ok
+			})
+			clean.backends = append(clean.backends, Backend{Node: b.Node, Addrs: addrs, Healthy: b.Healthy})
+		}
+	}
+	slices.SortFunc(clean.backends, func(a, b Backend) int { return strings.Compare(a.Node, b.Node) })
+
+	for _, r := range svc.SourceRanges {
+		if !r.IsValid() || r.Addr().Is4In6() || r.Addr().Zone() != "" {
+			bad("unusable source range %q: it matches no client", r)
+			continue
+		}
+		clean.ranges = append(clean.ranges, r.Masked())
+	}
+	clean.ranges = minimalPrefixes(clean.ranges)
+	return clean, problems
+}
+
+func normalizeVIPs(svc Service, problems *[]error) []netip.Addr {
+	var vips []netip.Addr
+	for _, vip := range svc.VIPs {
+		if !validUnicast(vip) {
+			*problems = append(*problems, fmt.Errorf("service %q: unusable VIP %q", svc.Name, vip))
+			continue
+		}
+		vips = append(vips, vip)
+	}
+	slices.SortFunc(vips, netip.Addr.Compare)
+	return slices.Compact(vips)
+}
+
+// validUnicast rejects the zero Addr, IPv4-mapped IPv6 (write plain IPv4),
+// zoned, unspecified and multicast addresses.
+func validUnicast(a netip.Addr) bool {
+	return a.IsValid() && !a.Is4In6() && a.Zone() == "" && !a.IsUnspecified() && !a.IsMulticast()
+}
+
+// minimalPrefixes sorts prefixes and drops duplicates and prefixes contained
+// in others: nft rejects overlapping intervals in one anonymous set.
+func minimalPrefixes(in []netip.Prefix) []netip.Prefix {
+	sorted := slices.Clone(in)
+	slices.SortFunc(sorted, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range sorted {
+		if n := len(out); n > 0 && out[n-1].Addr().BitLen() == p.Addr().BitLen() && out[n-1].Overlaps(p) {
+			continue // sorted by address then length: the earlier one contains p
+		}
+		out = append(out, p)
+	}
+	return out
+}
