@@ -1,0 +1,327 @@
+package ipam
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/groundcloud/groundcloud/internal/config"
+)
+
+// Allocation is what a Service holds: one pool and one address per family.
+type Allocation struct {
+	Pool      string
+	Addresses []netip.Addr // ordered like the request's families
+}
+
+func (a Allocation) clone() Allocation {
+	a.Addresses = slices.Clone(a.Addresses)
+	return a
+}
+
+// PoolUsage is how much of one family of one pool is held, for metrics.
+type PoolUsage struct {
+	Pool   string
+	Family v1.IPFamily
+	Size   uint64 // addresses in the pool's ranges of the family, saturating at math.MaxUint64
+	Used   uint64 // of those, held by any Service (orphans included)
+}
+
+// Orphan is an allocation the current pools would no longer grant. It is
+// kept, and its addresses stay taken, until its Service is released or
+// asks for something it does not satisfy.
+type Orphan struct {
+	Key        types.NamespacedName
+	Allocation Allocation
+	Reason     string
+}
+
+// Allocator assigns addresses of pools to Services. It is not safe for
+// concurrent use: the caller holds it behind a mutex. It does no I/O; the
+// caller persists what Assign returns and rebuilds a new Allocator with
+// Restore after a restart.
+type Allocator struct {
+	pools   []*pool // config order
+	byName  map[string]*pool
+	records map[types.NamespacedName]*record
+	held    map[netip.Addr]*holding
+	used    [2]addrSet // the keys of held, per family
+	shared  map[string]map[netip.Addr]struct{}
+}
+
+// pool is a config.Pool with its ranges as sorted spans per family.
+type pool struct {
+	*config.Pool
+	spans [2][]span
+}
+
+func (p *pool) contains(a netip.Addr) bool {
+	u := toU128(a)
+	return slices.ContainsFunc(p.spans[familyOf(a)], func(s span) bool { return s.contains(u) })
+}
+
+// record is what a Service holds, and on what terms.
+type record struct {
+	alloc      Allocation
+	sharingKey string
+	ports      []Port // sorted, distinct
+}
+
+// holding is the state of one held address. Every owner has the same
+// sharing key; more than one owner only with a non-empty key.
+type holding struct {
+	sharingKey string
+	owners     []types.NamespacedName // sorted
+	ports      map[Port]types.NamespacedName
+}
+
+// New returns an Allocator over pools, which it does not modify. Pools are
+// tried in the order given. They should not overlap (config validates
+// that); if they do, an address belongs to the first pool containing it.
+func New(pools []*config.Pool) *Allocator {
+	a := &Allocator{
+		records: map[types.NamespacedName]*record{},
+		held:    map[netip.Addr]*holding{},
+		shared:  map[string]map[netip.Addr]struct{}{},
+	}
+	a.SetPools(pools)
+	return a
+}
+
+// SetPools replaces the pools, as after a config reload. No allocation
+// changes: those the new pools would not grant become orphans (see
+// Orphans) and keep their addresses.
+func (a *Allocator) SetPools(pools []*config.Pool) {
+	a.pools = nil
+	a.byName = map[string]*pool{}
+	for _, cp := range pools {
+		if cp == nil || a.byName[cp.Name] != nil {
+			continue
+		}
+		p := &pool{Pool: cp}
+		for _, r := range cp.Ranges {
+			if !r.First.IsValid() || r.First.Is4() != r.Last.Is4() || r.Last.Less(r.First) {
+				continue // config validates ranges; never trust a broken one
+			}
+			f := familyOf(r.First)
+			p.spans[f] = append(p.spans[f], span{first: toU128(r.First), last: toU128(r.Last)})
+		}
+		for f := range p.spans {
+			slices.SortFunc(p.spans[f], func(x, y span) int { return x.first.cmp(y.first) })
+		}
+		a.pools = append(a.pools, p)
+		a.byName[cp.Name] = p
+	}
+}
+
+// Lookup returns the allocation of a Service.
+func (a *Allocator) Lookup(key types.NamespacedName) (Allocation, bool) {
+	rec, ok := a.records[key]
+	if !ok {
+		return Allocation{}, false
+	}
+	return rec.alloc.clone(), true
+}
+
+// Release frees the addresses of a Service. Services sharing them keep
+// theirs. Releasing a Service that holds nothing does nothing.
+func (a *Allocator) Release(key types.NamespacedName) {
+	if rec, ok := a.records[key]; ok {
+		a.unhold(key, rec)
+	}
+}
+
+// Restore records an allocation read back from its durable record (the
+// LoadBalancer object), as after a restart. The addresses need not lie in
+// a pool (they become orphans), but a record that collides with another
+// Service's — an address held without a matching sharing key, or a port
+// used twice — is refused with an error and nothing is recorded, so that
+// no address ever has two owners. Restoring a Service again replaces its
+// record.
+func (a *Allocator) Restore(key types.NamespacedName, alloc Allocation, sharingKey string, ports []Port) error {
+	if err := checkRecord(key, alloc); err != nil {
+		return fmt.Errorf("service %s: cannot restore: %w", key, err)
+	}
+	rec := &record{alloc: alloc.clone(), sharingKey: sharingKey, ports: normalizePorts(ports)}
+	for _, addr := range rec.alloc.Addresses {
+		if err := a.conflict(addr, key, rec.sharingKey, rec.ports); err != nil {
+			return fmt.Errorf("service %s: cannot restore: %w", key, err)
+		}
+	}
+	if cur, ok := a.records[key]; ok {
+		a.unhold(key, cur, rec.alloc.Addresses...)
+	}
+	a.hold(key, rec)
+	return nil
+}
+
+func checkRecord(key types.NamespacedName, alloc Allocation) error {
+	if key.Namespace == "" || key.Name == "" {
+		return fmt.Errorf("%w: the key needs a namespace and a name", ErrInvalidRequest)
+	}
+	if len(alloc.Addresses) == 0 {
+		return fmt.Errorf("%w: the record has no address", ErrInvalidRequest)
+	}
+	var seen [2]bool
+	for _, addr := range alloc.Addresses {
+		if msg := checkAddr(addr); msg != "" {
+			return fmt.Errorf("%w: %s", ErrInvalidRequest, msg)
+		}
+		if f := familyOf(addr); seen[f] {
+			return fmt.Errorf("%w: the record has more than one %s address", ErrInvalidRequest, f.ipFamily())
+		} else {
+			seen[f] = true
+		}
+	}
+	return nil
+}
+
+// Usage reports, per pool in config order and per family the pool has,
+// its size and how many of its addresses are held.
+func (a *Allocator) Usage() []PoolUsage {
+	var out []PoolUsage
+	for _, p := range a.pools {
+		for f, spans := range p.spans {
+			if len(spans) == 0 {
+				continue
+			}
+			u := PoolUsage{Pool: p.Name, Family: family(f).ipFamily()}
+			for _, s := range spans {
+				u.Size = addSaturating(u.Size, s.size())
+				u.Used += uint64(a.used[f].countIn(s))
+			}
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Orphans lists the allocations, sorted by Service, that the current pools
+// would no longer grant: their pool is gone, no longer allows their
+// namespace, or no longer contains one of their addresses.
+func (a *Allocator) Orphans() []Orphan {
+	var out []Orphan
+	for key, rec := range a.records {
+		if reason := a.orphanReason(key, rec); reason != "" {
+			out = append(out, Orphan{Key: key, Allocation: rec.alloc.clone(), Reason: reason})
+		}
+	}
+	slices.SortFunc(out, func(x, y Orphan) int { return compareKeys(x.Key, y.Key) })
+	return out
+}
+
+func (a *Allocator) orphanReason(key types.NamespacedName, rec *record) string {
+	p := a.byName[rec.alloc.Pool]
+	switch {
+	case p == nil:
+		return fmt.Sprintf("pool %q is not configured", rec.alloc.Pool)
+	case !p.AllowsNamespace(key.Namespace):
+		return fmt.Sprintf("pool %q does not allow namespace %q", p.Name, key.Namespace)
+	}
+	for _, addr := range rec.alloc.Addresses {
+		if !p.contains(addr) {
+			return fmt.Sprintf("%s is not in pool %q", addr, p.Name)
+		}
+	}
+	return ""
+}
+
+// conflict reports why key may not hold addr with sharingKey and ports,
+// given the other Services holding it.
+func (a *Allocator) conflict(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
+	h := a.held[addr]
+	if h == nil || (len(h.owners) == 1 && h.owners[0] == key) {
+		return nil
+	}
+	switch {
+	case h.sharingKey == "":
+		return fmt.Errorf("%w: %s is held by %s, which does not allow sharing; choose another address, or set annotation %s to the same key on both Services",
+			ErrAddressInUse, addr, ownerList(h.owners, key), AnnotationAllowSharedIP)
+	case sharingKey != h.sharingKey:
+		return fmt.Errorf("%w: %s is held by %s with sharing key %q; choose another address, or set annotation %s to %q to share it",
+			ErrAddressInUse, addr, ownerList(h.owners, key), h.sharingKey, AnnotationAllowSharedIP, h.sharingKey)
+	}
+	for _, p := range ports {
+		if o, ok := h.ports[p]; ok && o != key {
+			return fmt.Errorf("%w: port %s on %s is used by %s (sharing key %q); use another port, or another address",
+				ErrSharingConflict, p, addr, o, sharingKey)
+		}
+	}
+	return nil
+}
+
+// ownerList names the owners other than key, for a message.
+func ownerList(owners []types.NamespacedName, key types.NamespacedName) string {
+	keys := slices.DeleteFunc(slices.Clone(owners), func(o types.NamespacedName) bool { return o == key })
+	switch len(keys) {
+	case 1:
+		return keys[0].String()
+	case 2:
+		return keys[0].String() + " and " + keys[1].String()
+	}
+	return fmt.Sprintf("%s and %d other Services", keys[0], len(keys)-1)
+}
+
+// hold records rec for key, which holds nothing. The caller has checked
+// that rec conflicts with no other Service.
+func (a *Allocator) hold(key types.NamespacedName, rec *record) {
+	a.records[key] = rec
+	for _, addr := range rec.alloc.Addresses {
+		h := a.held[addr]
+		if h == nil {
+			h = &holding{sharingKey: rec.sharingKey, ports: map[Port]types.NamespacedName{}}
+			a.held[addr] = h
+			a.used[familyOf(addr)].insert(toU128(addr))
+			if rec.sharingKey != "" {
+				if a.shared[rec.sharingKey] == nil {
+					a.shared[rec.sharingKey] = map[netip.Addr]struct{}{}
+				}
+				a.shared[rec.sharingKey][addr] = struct{}{}
+			}
+		}
+		i, _ := slices.BinarySearchFunc(h.owners, key, compareKeys)
+		h.owners = slices.Insert(h.owners, i, key)
+		for _, p := range rec.ports {
+			h.ports[p] = key
+		}
+	}
+}
+
+// unhold forgets rec, which key holds. Addresses in keep are about to be
+// held again: they stay in the sorted sets, which saves moving them.
+func (a *Allocator) unhold(key types.NamespacedName, rec *record, keep ...netip.Addr) {
+	delete(a.records, key)
+	for _, addr := range rec.alloc.Addresses {
+		h := a.held[addr]
+		if i, ok := slices.BinarySearchFunc(h.owners, key, compareKeys); ok {
+			h.owners = slices.Delete(h.owners, i, i+1)
+		}
+		for _, p := range rec.ports {
+			if h.ports[p] == key {
+				delete(h.ports, p)
+			}
+		}
+		if len(h.owners) > 0 {
+			continue
+		}
+		delete(a.held, addr)
+		if !slices.Contains(keep, addr) {
+			a.used[familyOf(addr)].remove(toU128(addr))
+		}
+		if h.sharingKey != "" {
+			delete(a.shared[h.sharingKey], addr)
+			if len(a.shared[h.sharingKey]) == 0 {
+				delete(a.shared, h.sharingKey)
+			}
+		}
+	}
+}
+
+func compareKeys(x, y types.NamespacedName) int {
+	return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
+}
