@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/configwatch"
 	"github.com/groundcloud/groundcloud/internal/inventory"
+	"github.com/groundcloud/groundcloud/internal/loadbalancers"
 )
 
 // Name is the name under which the provider registers: --cloud-provider=groundcloud.
@@ -37,6 +40,7 @@ func Register(opts *Options) {
 // Cloud implements cloudprovider.Interface.
 type Cloud struct {
 	config *configwatch.Watcher
+	lbs    atomic.Pointer[loadbalancers.Manager] // set by Initialize
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -73,15 +77,26 @@ func New(w *configwatch.Watcher) *Cloud {
 }
 
 // Initialize starts reloading the cloud-config; it stops when stop closes.
-func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+// It also starts the load-balancer manager: CRD installation, the
+// LoadBalancer informer and the allocator rebuild.
+func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	configwatch.RegisterMetrics()
+	loadbalancers.RegisterMetrics()
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx = klog.NewContext(ctx, klog.Background().WithName("cloud-config"))
 	go func() {
 		<-stop
 		cancel()
 	}()
-	go c.config.Run(ctx)
+	go c.config.Run(klog.NewContext(ctx, klog.Background().WithName("cloud-config")))
+
+	dyn, err := dynamic.NewForConfig(clients.ConfigOrDie(loadbalancers.FieldManager))
+	if err != nil {
+		klog.Background().Error(err, "Cannot create a client; load balancers are unavailable")
+		return
+	}
+	m := loadbalancers.NewManager(dyn, c.config.Current)
+	c.lbs.Store(m)
+	go m.Run(klog.NewContext(ctx, klog.Background().WithName("loadbalancers")))
 }
 
 // ProviderName returns Name.
@@ -102,8 +117,9 @@ func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters is not supported.
 func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// LoadBalancer is not supported yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// LoadBalancer gives Services of type LoadBalancer addresses from the
+// cloud-config's pools and LoadBalancer objects that agents program.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return loadBalancer{c}, true }
 
 // Routes is not supported yet. The upstream route controller then logs a
 // warning and does not start; the binary does not exit, with or without

@@ -38,7 +38,8 @@ type Options struct {
 	// Dir is the work directory. When empty, Start makes a temp directory
 	// and Stop removes it; a given Dir is kept.
 	Dir string
-	// ServiceCIDR is --service-cluster-ip-range; DefaultServiceCIDR if empty.
+	// ServiceCIDR is --service-cluster-ip-range: one CIDR, or an IPv4 and an
+	// IPv6 one separated by a comma (dual-stack); DefaultServiceCIDR if empty.
 	ServiceCIDR string
 	// Users get static tokens besides AdminUser; DefaultUsers() if nil.
 	Users []User
@@ -70,8 +71,11 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("BinDir: %w", err))
 	}
 	if o.ServiceCIDR != "" {
-		if _, err := netip.ParsePrefix(o.ServiceCIDR); err != nil {
-			errs = append(errs, fmt.Errorf("ServiceCIDR: %w", err))
+		// One CIDR, or two of different families for a dual-stack cluster.
+		for _, cidr := range strings.Split(o.ServiceCIDR, ",") {
+			if _, err := netip.ParsePrefix(cidr); err != nil {
+				errs = append(errs, fmt.Errorf("ServiceCIDR: %w", err))
+			}
 		}
 	}
 	for _, arg := range o.ExtraAPIServerArgs {

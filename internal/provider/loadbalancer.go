@@ -1,0 +1,67 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+
+	"github.com/groundcloud/groundcloud/internal/loadbalancers"
+)
+
+// loadBalancer adapts loadbalancers.Manager to cloudprovider.LoadBalancer.
+type loadBalancer struct{ c *Cloud }
+
+var _ cloudprovider.LoadBalancer = loadBalancer{}
+
+func (l loadBalancer) manager() (*loadbalancers.Manager, error) {
+	m := l.c.lbs.Load()
+	if m == nil {
+		return nil, api.NewRetryError("groundcloud load balancers are starting", time.Second)
+	}
+	return m, nil
+}
+
+// GetLoadBalancer reports whether the Service's LoadBalancer object exists.
+func (l loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	m, err := l.manager()
+	if err != nil {
+		return nil, false, err
+	}
+	return m.Get(ctx, svc)
+}
+
+// GetLoadBalancerName is the LoadBalancer object's name: namespace/name of the Service.
+func (l loadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
+	return svc.Namespace + "/" + svc.Name
+}
+
+// EnsureLoadBalancer assigns addresses and writes the LoadBalancer object.
+func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	m, err := l.manager()
+	if err != nil {
+		return nil, err
+	}
+	return m.Ensure(ctx, svc, nodes)
+}
+
+// UpdateLoadBalancer updates the backends: the same as Ensure.
+func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+	m, err := l.manager()
+	if err != nil {
+		return err
+	}
+	_, err = m.Ensure(ctx, svc, nodes)
+	return err
+}
+
+// EnsureLoadBalancerDeleted deletes the object and releases the addresses.
+func (l loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
+	m, err := l.manager()
+	if err != nil {
+		return err
+	}
+	return m.Delete(ctx, svc)
+}
