@@ -1,0 +1,224 @@
+package nodesim
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Server is a simulated node's listeners, on every address of both
+// families. Its protocol:
+//
+//   - TCP NodePort: on accept it writes "<name> <client ip:port>\n", then
+//     answers each line it reads with "<name> <line>\n" until the client
+//     closes, so a long-lived connection can be pinged through.
+//   - UDP NodePort: each datagram is answered with "<name> <client ip:port>".
+//   - kube-proxy healthz port and health node ports: see Config.StateDir.
+//
+// Client addresses are as the node saw them, IPv4 in dotted form and IPv6
+// in brackets.
+type Server struct {
+	cfg    Config
+	health health
+	tcp    []net.Listener
+	udp    []*net.UDPConn
+	http   []httpListener
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]bool
+}
+
+type httpListener struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen validates cfg and opens every listener, on each port for IPv4
+// and IPv6. It starts nothing: Run serves. Sockets live in the network
+// namespace of the calling thread.
+func Listen(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s := &Server{cfg: cfg, health: health{stateDir: cfg.StateDir, name: cfg.Name}, conns: map[net.Conn]bool{}}
+	if err := s.listen(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Server) listen() error {
+	for _, family := range []string{"4", "6"} {
+		for _, port := range s.cfg.TCPPorts {
+			ln, err := net.Listen("tcp"+family, fmt.Sprintf(":%d", port))
+			if err != nil {
+				return err
+			}
+			s.tcp = append(s.tcp, ln)
+		}
+		for _, port := range s.cfg.UDPPorts {
+			conn, err := net.ListenUDP("udp"+family, &net.UDPAddr{Port: int(port)})
+			if err != nil {
+				return err
+			}
+			s.udp = append(s.udp, conn)
+		}
+		handlers := map[uint16]http.Handler{}
+		if p := s.cfg.KubeProxyHealthzPort; p != 0 {
+			handlers[p] = s.health.kubeProxyHealthz(p)
+		}
+		for _, p := range s.cfg.HealthNodePorts {
+			handlers[p] = s.health.serviceHealth(p)
+		}
+		for port, h := range handlers {
+			ln, err := net.Listen("tcp"+family, fmt.Sprintf(":%d", port))
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+			s.http = append(s.http, httpListener{ln: ln, srv: srv})
+		}
+	}
+	return nil
+}
+
+// Run serves until ctx is done, then closes every listener and connection
+// and returns nil once all its goroutines have ended.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, ln := range s.tcp {
+		wg.Go(func() { s.acceptLoop(ln) })
+	}
+	for _, conn := range s.udp {
+		wg.Go(func() { s.udpLoop(conn) })
+	}
+	for _, h := range s.http {
+		wg.Go(func() { _ = h.srv.Serve(h.ln) })
+	}
+	<-ctx.Done()
+	s.Close()
+	wg.Wait()
+	return nil
+}
+
+// Close closes every listener and open connection. Run calls it; call it
+// directly only for a Server that never runs.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = map[net.Conn]bool{}
+	s.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	for _, ln := range s.tcp {
+		ln.Close()
+	}
+	for _, c := range s.udp {
+		c.Close()
+	}
+	for _, h := range s.http {
+		h.srv.Close()
+		h.ln.Close() // in case Serve never ran
+	}
+}
+
+func (s *Server) acceptLoop(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil { // e.g. out of descriptors: try again shortly
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !s.track(conn) {
+			conn.Close()
+			return
+		}
+		go s.serveConn(conn)
+	}
+}
+
+// track adds conn to the connections Close closes; false once closed.
+func (s *Server) track(conn net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[conn] = true
+	return true
+}
+
+func (s *Server) serveConn(conn net.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		conn.Close()
+	}()
+	w := bufio.NewWriter(conn)
+	fmt.Fprintf(w, "%s %s\n", s.cfg.Name, clientAddr(conn.RemoteAddr()))
+	if w.Flush() != nil {
+		return
+	}
+	lines := bufio.NewScanner(conn)
+	for lines.Scan() {
+		fmt.Fprintf(w, "%s %s\n", s.cfg.Name, lines.Text())
+		if w.Flush() != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) udpLoop(conn *net.UDPConn) {
+	buf := make([]byte, 64<<10)
+	for {
+		_, from, err := conn.ReadFromUDPAddrPort(buf)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		reply := fmt.Appendf(nil, "%s %s", s.cfg.Name, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+		_, _ = conn.WriteToUDPAddrPort(reply, from)
+	}
+}
+
+// clientAddr formats a TCP peer as "ip:port" / "[ip]:port".
+func clientAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ap := tcp.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+}
+
+// Main parses flags, listens, writes "nodesim: ready" to stdout and serves
+// until ctx is done. It is the whole of cmd/groundcloud-nodesim.
+func Main(ctx context.Context, name string, args []string, stdout io.Writer) error {
+	cfg, err := ParseFlags(name, args)
+	if err != nil {
+		return err
+	}
+	s, err := Listen(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "nodesim: ready")
+	return s.Run(ctx)
+}
