@@ -1,0 +1,287 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+var errProbe = errors.New("probe failed")
+
+// scriptedProber hands every probe to the test, which answers it.
+type scriptedProber struct{ calls chan probeCall }
+
+type probeCall struct {
+	target Target
+	reply  chan<- error
+}
+
+func (p *scriptedProber) Probe(ctx context.Context, t Target) error {
+	reply := make(chan error, 1)
+	select {
+	case p.calls <- probeCall{target: t, reply: reply}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type checkerEnv struct {
+	t       *testing.T
+	checker *Checker
+	prober  *scriptedProber
+	clock   *testingclock.FakeClock
+	changes chan struct{}
+}
+
+// newCheckerEnv builds a checker on a fake clock with a scripted prober.
+// The probes' timeout runs on the real clock; it is long enough never to fire.
+func newCheckerEnv(t *testing.T, opts Options, jitter time.Duration) *checkerEnv {
+	t.Helper()
+	opts.Timeout = time.Minute
+	opts.Interval = 2 * time.Second
+	env := &checkerEnv{
+		t:       t,
+		prober:  &scriptedProber{calls: make(chan probeCall)},
+		clock:   testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
+		changes: make(chan struct{}, 100),
+	}
+	env.checker = newChecker(opts, func() { env.changes <- struct{}{} }, env.prober, env.clock,
+		func(time.Duration) time.Duration { return jitter })
+	return env
+}
+
+func (env *checkerEnv) run() {
+	ctx, cancel := context.WithCancel(env.t.Context())
+	done := make(chan struct{})
+	go func() {
+		env.checker.Run(ctx)
+		close(done)
+	}()
+	env.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func (env *checkerEnv) expectProbe() probeCall {
+	env.t.Helper()
+	select {
+	case c := <-env.prober.calls:
+		return c
+	case <-time.After(5 * time.Second):
+		env.t.Fatal("no probe")
+		return probeCall{}
+	}
+}
+
+func (env *checkerEnv) expectNoProbe() {
+	env.t.Helper()
+	select {
+	case c := <-env.prober.calls:
+		env.t.Fatalf("unexpected probe of %s", c.target)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func (env *checkerEnv) expectChange() {
+	env.t.Helper()
+	select {
+	case <-env.changes:
+	case <-time.After(5 * time.Second):
+		env.t.Fatal("onChange not called")
+	}
+}
+
+// step advances the fake clock once the scheduler sleeps on it.
+func (env *checkerEnv) step(d time.Duration) {
+	env.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !env.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			env.t.Fatal("scheduler never slept")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	env.clock.Step(d)
+}
+
+func target(addr string, port int32) Target {
+	return Target{Addr: netip.MustParseAddr(addr), Port: port, Path: "/healthz"}
+}
+
+func TestCheckerFollowsThresholds(t *testing.T) {
+	env := newCheckerEnv(t, Options{FailureThreshold: 2, SuccessThreshold: 1}, 0)
+	node := target("192.0.2.10", 10256)
+	env.checker.SetTargets([]Target{node})
+	env.run()
+	interval := env.checker.opts.Interval
+
+	steps := []struct {
+		result      error
+		wantHealthy bool
+		wantChange  bool
+	}{
+		{result: errProbe, wantHealthy: true},
+		{result: errProbe, wantHealthy: false, wantChange: true},
+		{result: errProbe, wantHealthy: false},
+		{result: nil, wantHealthy: true, wantChange: true},
+		{result: nil, wantHealthy: true},
+	}
+	for i, s := range steps {
+		if i > 0 {
+			env.step(interval)
+		}
+		call := env.expectProbe()
+		if call.target != node {
+			t.Fatalf("step %d: probed %s, want %s", i, call.target, node)
+		}
+		call.reply <- s.result
+		if s.wantChange {
+			env.expectChange()
+		}
+		waitFor(t, func() bool { return env.checker.Healthy(node) == s.wantHealthy })
+	}
+	if len(env.changes) != 0 {
+		t.Errorf("%d extra onChange calls", len(env.changes))
+	}
+}
+
+func TestCheckerProbesEachTargetOnce(t *testing.T) {
+	env := newCheckerEnv(t, Options{}, 0)
+	a, b := target("192.0.2.10", 10256), target("192.0.2.11", 10256)
+	env.checker.SetTargets([]Target{a, b, a, b, a})
+	env.run()
+
+	var got []string
+	for range 2 {
+		c := env.expectProbe()
+		got = append(got, c.target.String())
+		c.reply <- nil
+	}
+	env.expectNoProbe()
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{a.String(), b.String()}, got); diff != "" {
+		t.Errorf("first round probed (-want +got):\n%s", diff)
+	}
+
+	env.checker.SetTargets([]Target{a}) // b removed
+	env.step(env.checker.opts.Interval)
+	c := env.expectProbe()
+	if c.target != a {
+		t.Errorf("probed %s, want only %s", c.target, a)
+	}
+	c.reply <- nil
+	env.expectNoProbe()
+}
+
+func TestCheckerJittersFirstProbe(t *testing.T) {
+	const jitter = 700 * time.Millisecond
+	env := newCheckerEnv(t, Options{}, jitter)
+	env.checker.SetTargets([]Target{target("192.0.2.10", 10256)})
+	env.run()
+	env.step(jitter - time.Millisecond)
+	env.expectNoProbe()
+	env.step(time.Millisecond)
+	env.expectProbe().reply <- nil
+}
+
+func TestCheckerBoundsConcurrency(t *testing.T) {
+	env := newCheckerEnv(t, Options{Concurrency: 3}, 0)
+	var ts []Target
+	for i := range 10 {
+		ts = append(ts, target("192.0.2.10", int32(30000+i)))
+	}
+	env.checker.SetTargets(ts)
+	env.run()
+
+	var inFlight []probeCall
+	for range 3 {
+		inFlight = append(inFlight, env.expectProbe())
+	}
+	env.expectNoProbe()
+	inFlight[0].reply <- nil
+	inFlight = append(inFlight[1:], env.expectProbe())
+	env.expectNoProbe()
+	for _, c := range inFlight {
+		c.reply <- nil
+	}
+	for range 10 - 4 {
+		env.expectProbe().reply <- nil
+	}
+	env.expectNoProbe()
+}
+
+func TestCheckerUnknownAndNewTargetsAreHealthy(t *testing.T) {
+	env := newCheckerEnv(t, Options{}, 0)
+	node := target("192.0.2.10", 10256)
+	if !env.checker.Healthy(node) {
+		t.Error("unknown target is unhealthy, want healthy")
+	}
+	env.checker.SetTargets([]Target{node})
+	if !env.checker.Healthy(node) {
+		t.Error("new target is unhealthy before its first probe, want healthy")
+	}
+}
+
+func TestCheckerForgetsRemovedTargets(t *testing.T) {
+	env := newCheckerEnv(t, Options{FailureThreshold: 1}, 0)
+	node := target("192.0.2.10", 10256)
+	env.checker.SetTargets([]Target{node})
+	env.run()
+	env.expectProbe().reply <- errProbe
+	env.expectChange()
+	env.checker.SetTargets(nil)
+	if !env.checker.Healthy(node) {
+		t.Error("removed target still unhealthy")
+	}
+	env.checker.SetTargets([]Target{node})
+	if !env.checker.Healthy(node) {
+		t.Error("re-added target is unhealthy, want a fresh (healthy) start")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// onChangeCounter counts onChange calls and checks they never overlap.
+type onChangeCounter struct {
+	mu      sync.Mutex
+	calls   int
+	running bool
+	overlap bool
+}
+
+func (c *onChangeCounter) call() {
+	c.mu.Lock()
+	if c.running {
+		c.overlap = true
+	}
+	c.running = true
+	c.calls++
+	c.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	c.mu.Lock()
+	c.running = false
+	c.mu.Unlock()
+}

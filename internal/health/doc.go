@@ -1,0 +1,23 @@
+// Package health probes the nodes behind the agent's load balancers and
+// decides which of them may receive new flows.
+//
+// A Target is one HTTP endpoint of one node (address, port, path): kube-proxy's
+// :10256/healthz for Services with externalTrafficPolicy Cluster, the Service's
+// healthCheckNodePort for Local. Many LoadBalancers share targets; the Checker
+// probes each distinct target once per interval, whoever asked for it.
+//
+// It owns: the set of targets (SetTargets), the probing schedule (Run: jittered
+// first probe, one probe per target per interval, a bounded number in flight),
+// each target's up/down state with its thresholds (status), and the health
+// metrics. A target is healthy on HTTP 200 only; anything else - another status,
+// a redirect, a refused connection, a timeout - is a failure.
+//
+// New targets start healthy (optimistic): a new LoadBalancer carries traffic at
+// once, and a dead node is taken out after FailureThreshold failed probes. A
+// target the Checker does not know is reported healthy for the same reason.
+//
+// It must not: decide what to do when every backend is down (the data plane
+// does), probe anything but the targets it is given, keep connections to a node
+// open between probes (a dead node must look dead), or call onChange under a
+// lock or from more than one goroutine at a time.
+package health

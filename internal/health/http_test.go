@@ -1,0 +1,134 @@
+package health
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// loopbackTarget is the target of a test server on 127.0.0.1.
+func loopbackTarget(t *testing.T, addr string) Target {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Target{Addr: ap.Addr(), Port: int32(ap.Port()), Path: "/healthz"}
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestCheckerHTTP runs the real prober and clock against servers on loopback.
+func TestCheckerHTTP(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer ok.Close()
+	var failing atomic.Bool
+	var hits atomic.Int32
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer flaky.Close()
+	failing.Store(true)
+
+	okT, flakyT := loopbackTarget(t, ok.Listener.Addr().String()), loopbackTarget(t, flaky.Listener.Addr().String())
+	closedT := loopbackTarget(t, closedPort(t))
+	var changes onChangeCounter
+	c := NewChecker(Options{Interval: 50 * time.Millisecond, Timeout: 40 * time.Millisecond, FailureThreshold: 2, SuccessThreshold: 1}, changes.call)
+	c.SetTargets([]Target{okT, flakyT, closedT})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, func() bool { return !c.Healthy(flakyT) && !c.Healthy(closedT) })
+	if n := hits.Load(); n < 2 {
+		t.Errorf("503 target unhealthy after %d probes, want at least 2", n)
+	}
+	if !c.Healthy(okT) {
+		t.Error("200 target unhealthy")
+	}
+	failing.Store(false)
+	waitFor(t, func() bool { return c.Healthy(flakyT) })
+	if c.Healthy(closedT) || !c.Healthy(okT) {
+		t.Errorf("healthy: closed port %v, 200 server %v; want false, true", c.Healthy(closedT), c.Healthy(okT))
+	}
+	waitFor(t, func() bool { changes.mu.Lock(); defer changes.mu.Unlock(); return changes.calls > 0 })
+	changes.mu.Lock()
+	defer changes.mu.Unlock()
+	if changes.overlap {
+		t.Error("onChange calls overlapped")
+	}
+}
+
+func TestHTTPProberResults(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/unavailable", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/healthz", http.StatusFound) })
+	mux.HandleFunc("/slow", func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	var keepAlive atomic.Bool
+	mux.HandleFunc("/keepalive", func(_ http.ResponseWriter, r *http.Request) { keepAlive.Store(!r.Close) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	base := loopbackTarget(t, srv.Listener.Addr().String())
+	at := func(path string) Target { t := base; t.Path = path; return t }
+
+	tests := []struct {
+		name   string
+		target Target
+		want   string
+	}{
+		{"200 is success", at("/healthz"), resultSuccess},
+		{"503 is a bad status", at("/unavailable"), resultBadStatus},
+		{"redirect is not followed", at("/redirect"), resultBadStatus},
+		{"slow answer times out", at("/slow"), resultTimeout},
+		{"closed port is an error", loopbackTarget(t, closedPort(t)), resultError},
+		{"invalid target is an error", Target{}, resultError},
+	}
+	p := NewHTTPProber()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			err := p.Probe(ctx, tt.target)
+			if got := resultOf(err); got != tt.want {
+				t.Errorf("Probe() = %v (%s), want %s", err, got, tt.want)
+			}
+		})
+	}
+	t.Run("no keep-alive", func(t *testing.T) {
+		if err := p.Probe(t.Context(), at("/keepalive")); err != nil {
+			t.Fatal(err)
+		}
+		if keepAlive.Load() {
+			t.Error("probe asked to keep the connection alive")
+		}
+	})
+}

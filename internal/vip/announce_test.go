@@ -1,0 +1,103 @@
+package vip
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// fakeSender records the announced address of every frame.
+type fakeSender struct {
+	mu     sync.Mutex
+	sent   []netip.Addr
+	closed bool
+}
+
+func (s *fakeSender) send(frame []byte) error {
+	var a netip.Addr
+	if frame[12] == 0x08 { // ARP: sender protocol address
+		a = netip.AddrFrom4([4]byte(frame[28:32]))
+	} else { // NA: target address
+		a = netip.AddrFrom16([16]byte(frame[62:78]))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, a)
+	return nil
+}
+
+func (s *fakeSender) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func (s *fakeSender) count(a netip.Addr) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, x := range s.sent {
+		if x == a {
+			n++
+		}
+	}
+	return n
+}
+
+func newTestManager(t *testing.T, interval time.Duration) (*Manager, *fakeSender) {
+	logger, _ := ktesting.NewTestContext(t)
+	m := New("eth0", logger)
+	s := &fakeSender{}
+	m.openSender = func(netns.NsHandle, int) (sender, error) { return s, nil }
+	m.burstInterval = interval
+	return m, s
+}
+
+func TestBurstSendsThreeFramesPerAddress(t *testing.T) {
+	m, s := newTestManager(t, time.Millisecond)
+	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8:1::100")
+	m.setHeld([]netip.Addr{v4, v6})
+	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{v4, v6})
+	m.bursts.Wait()
+	if s.count(v4) != 3 || s.count(v6) != 3 {
+		t.Errorf("frames sent: %s %d, %s %d; want 3 each", v4, s.count(v4), v6, s.count(v6))
+	}
+	if !s.closed {
+		t.Error("socket not closed after the burst")
+	}
+}
+
+func TestBurstStopsForAddressesLetGo(t *testing.T) {
+	m, s := newTestManager(t, 200*time.Millisecond)
+	kept, dropped := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
+	m.setHeld([]netip.Addr{kept, dropped})
+	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{kept, dropped})
+	deadline := time.Now().Add(5 * time.Second)
+	for s.count(dropped) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	m.setHeld([]netip.Addr{kept}) // what Set does before removing an address
+	m.bursts.Wait()
+	if got := s.count(dropped); got != 1 {
+		t.Errorf("%s announced %d times, want 1 (none after it was let go)", dropped, got)
+	}
+	if got := s.count(kept); got != 3 {
+		t.Errorf("%s announced %d times, want 3", kept, got)
+	}
+}
+
+func TestBurstNeedsEthernet(t *testing.T) {
+	m, s := newTestManager(t, time.Millisecond)
+	a := netip.MustParseAddr("192.0.2.100")
+	m.setHeld([]netip.Addr{a})
+	m.announce(link{index: 2}, []netip.Addr{a})
+	m.bursts.Wait()
+	if s.count(a) != 0 {
+		t.Errorf("announced on a link without an Ethernet address")
+	}
+}
