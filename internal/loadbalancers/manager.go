@@ -21,6 +21,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/inventory"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
@@ -164,11 +165,23 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node)
 	// the request failed, and releasing the address could hand it out
 	// twice. The next attempt writes the same address; deleting the
 	// Service releases it.
-	spec := DesiredSpec(svc, nodes, alloc, req.SharingKey)
+	spec := DesiredSpec(svc, nodes, m.inventoryAddresses(), alloc, req.SharingKey)
 	if err := m.write(ctx, svc, spec); err != nil {
 		return nil, err
 	}
 	return ServiceStatus(&spec), nil
+}
+
+// inventoryAddresses gives a node's addresses from the cloud-config
+// inventory, as the cloud-node controller will write them.
+func (m *Manager) inventoryAddresses() AddressFallback {
+	cfg := m.config()
+	return func(n *v1.Node) []v1.NodeAddress {
+		if match := inventory.Lookup(cfg, n); match.Machine != nil {
+			return match.Machine.Addresses
+		}
+		return nil
+	}
 }
 
 // refreshPools applies a reloaded cloud-config's pools. Callers hold mu.
@@ -200,6 +213,7 @@ func (m *Manager) write(ctx context.Context, svc *v1.Service, spec v1alpha1.Load
 	if !hasOwner(next, owner) {
 		next.OwnerReferences = append(removeServiceOwners(next.OwnerReferences), owner)
 	}
+	klog.FromContext(ctx).V(2).Info("Updating LoadBalancer", "loadBalancer", klog.KObj(next), "specChanged", !equality.Semantic.DeepEqual(cur.Spec, spec))
 	_, err = m.client.Update(ctx, next)
 	if err != nil {
 		return fmt.Errorf("update LoadBalancer %s/%s: %w", svc.Namespace, svc.Name, err)
@@ -219,6 +233,7 @@ func (m *Manager) create(ctx context.Context, svc *v1.Service, spec v1alpha1.Loa
 		},
 		Spec: spec,
 	}
+	klog.FromContext(ctx).V(2).Info("Creating LoadBalancer", "loadBalancer", klog.KObj(lb))
 	_, err := m.client.Create(ctx, lb)
 	switch {
 	case err == nil:
@@ -255,6 +270,7 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 	if !m.ready.Load() {
 		return api.NewRetryError(errNotReady.Error(), retryNotReady)
 	}
+	klog.FromContext(ctx).V(2).Info("Deleting LoadBalancer", "service", klog.KObj(svc))
 	err := m.client.Delete(ctx, svc.Namespace, svc.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete LoadBalancer %s/%s: %w", svc.Namespace, svc.Name, err)

@@ -17,13 +17,17 @@ import (
 // externalTrafficPolicy Cluster: kube-proxy's /healthz.
 const KubeProxyHealthPort = 10256
 
+// AddressFallback gives the addresses of a node that reports none yet, or
+// nil.
+type AddressFallback func(*v1.Node) []v1.NodeAddress
+
 // DesiredSpec is the LoadBalancer spec for svc with its allocation and the
 // nodes it may send traffic to.
-func DesiredSpec(svc *v1.Service, nodes []*v1.Node, alloc ipam.Allocation, sharingKey string) v1alpha1.LoadBalancerSpec {
+func DesiredSpec(svc *v1.Service, nodes []*v1.Node, fallback AddressFallback, alloc ipam.Allocation, sharingKey string) v1alpha1.LoadBalancerSpec {
 	spec := v1alpha1.LoadBalancerSpec{
 		Pool:                  alloc.Pool,
 		SharingKey:            sharingKey,
-		Backends:              Backends(nodes),
+		Backends:              Backends(nodes, fallback),
 		ExternalTrafficPolicy: string(v1.ServiceExternalTrafficPolicyCluster),
 		SessionAffinity:       string(v1.ServiceAffinityNone),
 		HealthCheck:           &v1alpha1.HealthCheck{Port: KubeProxyHealthPort, Path: "/healthz"},
@@ -58,13 +62,21 @@ func DesiredSpec(svc *v1.Service, nodes []*v1.Node, alloc ipam.Allocation, shari
 // Backends are the nodes that may carry traffic, sorted by name: those
 // initialised by the cloud-node controller (a providerID, no uninitialized
 // taint), not being deleted, not excluded by label, with an address.
-func Backends(nodes []*v1.Node) []v1alpha1.Backend {
+//
+// A node that reports no address yet takes them from fallback (may be nil):
+// the cloud-node controller writes a new node's addresses only after it has
+// set its providerID, and the service controller does not call again when
+// addresses arrive.
+func Backends(nodes []*v1.Node, fallback AddressFallback) []v1alpha1.Backend {
 	var out []v1alpha1.Backend
 	for _, n := range nodes {
 		if !eligible(n) {
 			continue
 		}
-		addrs := nodeAddresses(n)
+		addrs := nodeAddresses(n.Status.Addresses)
+		if len(addrs) == 0 && fallback != nil {
+			addrs = nodeAddresses(fallback(n))
+		}
 		if len(addrs) == 0 {
 			continue
 		}
@@ -89,13 +101,13 @@ func eligible(n *v1.Node) bool {
 	return true
 }
 
-// nodeAddresses are the node's InternalIPs, or its ExternalIPs when it has
-// none; at most two, one per family, in the order the node lists them.
-func nodeAddresses(n *v1.Node) []string {
+// nodeAddresses are the InternalIPs of a node's addresses, or its
+// ExternalIPs when it has none; at most two, one per family, in order.
+func nodeAddresses(addresses []v1.NodeAddress) []string {
 	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
 		var out []string
 		var seen4, seen6 bool
-		for _, a := range n.Status.Addresses {
+		for _, a := range addresses {
 			if a.Type != typ {
 				continue
 			}

@@ -41,13 +41,21 @@ func TestBackends(t *testing.T) {
 		}),
 		newNode("excluded", withAddr(v1.NodeInternalIP, "192.0.2.16"), func(n *v1.Node) { n.Labels[v1.LabelNodeExcludeBalancers] = "" }),
 		newNode("no-address"),
+		newNode("from-inventory"),
+	}
+	fallback := func(n *v1.Node) []v1.NodeAddress {
+		if n.Name == "from-inventory" {
+			return []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.17"}}
+		}
+		return nil
 	}
 	want := []v1alpha1.Backend{
 		{NodeName: "a", Addresses: []string{"192.0.2.11", "2001:db8::11"}},
 		{NodeName: "c", Addresses: []string{"192.0.2.13"}},
 		{NodeName: "ext-only", Addresses: []string{"198.51.100.2"}},
+		{NodeName: "from-inventory", Addresses: []string{"192.0.2.17"}},
 	}
-	if diff := cmp.Diff(want, Backends(nodes)); diff != "" {
+	if diff := cmp.Diff(want, Backends(nodes, fallback)); diff != "" {
 		t.Errorf("Backends (-want +got):\n%s", diff)
 	}
 }
@@ -69,7 +77,7 @@ func TestDesiredSpec(t *testing.T) {
 		},
 	}
 	alloc := ipam.Allocation{Pool: "default", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("2001:db8::c8")}}
-	got := DesiredSpec(svc, []*v1.Node{newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11"))}, alloc, "team")
+	got := DesiredSpec(svc, []*v1.Node{newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11"))}, nil, alloc, "team")
 	want := v1alpha1.LoadBalancerSpec{
 		Addresses:  []string{"192.0.2.200", "2001:db8::c8"},
 		Pool:       "default",
@@ -90,7 +98,7 @@ func TestDesiredSpec(t *testing.T) {
 	}
 
 	svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
-	if hc := DesiredSpec(svc, nil, alloc, "").HealthCheck; hc.Port != KubeProxyHealthPort || hc.Path != "/healthz" {
+	if hc := DesiredSpec(svc, nil, nil, alloc, "").HealthCheck; hc.Port != KubeProxyHealthPort || hc.Path != "/healthz" {
 		t.Errorf("Cluster policy health check = %+v, want kube-proxy's :%d/healthz", hc, KubeProxyHealthPort)
 	}
 

@@ -8,13 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/testbed"
@@ -23,7 +26,8 @@ import (
 // monitorPeriod is the CCM's --node-monitor-period in these tests.
 const monitorPeriod = time.Second
 
-var ccmBinary string
+// Our binaries, built once by TestMain.
+var ccmBinary, agentBinary, nodesimBinary string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -45,13 +49,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/groundcloud-controller-manager")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build groundcloud binaries: %v\n%s", err, out)
 		return 1
 	}
 	ccmBinary = filepath.Join(dir, "groundcloud-controller-manager")
+	agentBinary = filepath.Join(dir, "groundcloud-agent")
+	nodesimBinary = filepath.Join(dir, "groundcloud-nodesim")
 	return m.Run()
 }
 
@@ -61,6 +67,8 @@ type cluster struct {
 	client     kubernetes.Interface
 	configPath string
 	ccmLog     string
+	ccmArgs    []string
+	ccm        *proc
 }
 
 // startCluster starts a control plane and the controller manager with the
@@ -70,7 +78,12 @@ func startCluster(t *testing.T, cloudConfig string) *cluster {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver and our binaries")
 	}
-	cp := testbed.StartT(t, testbed.Options{})
+	return startClusterWith(t, testbed.StartT(t, testbed.Options{}), cloudConfig)
+}
+
+// startClusterWith starts the controller manager against cp.
+func startClusterWith(t *testing.T, cp *testbed.ControlPlane, cloudConfig string) *cluster {
+	t.Helper()
 	cl := &cluster{cp: cp, client: cp.Client()}
 	dir := t.TempDir()
 	cl.configPath = filepath.Join(dir, "cloud.conf")
@@ -80,24 +93,54 @@ func startCluster(t *testing.T, cloudConfig string) *cluster {
 		t.Fatal(err)
 	}
 	cl.ccmLog = filepath.Join(dir, "ccm.log")
-	startProcess(t, cl.ccmLog, ccmBinary,
-		"--kubeconfig="+kubeconfig,
-		"--authentication-kubeconfig="+kubeconfig,
-		"--authorization-kubeconfig="+kubeconfig,
-		"--cloud-config="+cl.configPath,
+	cl.ccmArgs = []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--cloud-config=" + cl.configPath,
 		"--cloud-config-reload-interval=500ms",
 		"--leader-elect=true",
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
-		"--node-monitor-period="+monitorPeriod.String(),
+		"--node-monitor-period=" + monitorPeriod.String(),
 		"--v=2",
-	)
+	}
+	cl.ccm = startProcess(t, cl.ccmLog, ccmBinary, cl.ccmArgs...)
 	return cl
 }
 
+// restartCCM stops the controller manager and starts it again with the
+// same flags; its log goes on in the same file.
+func (cl *cluster) restartCCM(t *testing.T) {
+	t.Helper()
+	cl.ccm.stop()
+	cl.ccm = startProcess(t, cl.ccmLog+".2", ccmBinary, cl.ccmArgs...)
+	cl.ccmLog += ".2"
+}
+
+// proc is a process a test started.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after 10 s.
+func (p *proc) stop() {
+	p.once.Do(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+}
+
 // startProcess runs a binary for the rest of the test with its output in
-// logPath; it is killed at cleanup, and its log is shown if the test failed.
-func startProcess(t *testing.T, logPath, bin string, args ...string) *exec.Cmd {
+// logPath; it is stopped at cleanup, and its log is shown if the test failed.
+func startProcess(t *testing.T, logPath, bin string, args ...string) *proc {
 	t.Helper()
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -109,22 +152,16 @@ func startProcess(t *testing.T, logPath, bin string, args ...string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		p.stop()
 		logFile.Close()
 		if t.Failed() {
 			t.Logf("last lines of %s:\n%s", filepath.Base(bin), testbed.LogTail(logPath, 60))
 		}
 	})
-	return cmd
+	return p
 }
 
 // createKubeletNode creates a Node as kubelet with --cloud-provider=external
@@ -143,11 +180,18 @@ func createKubeletNode(t *testing.T, c kubernetes.Interface, name string, ready 
 		t.Fatalf("create node %s: %v", name, err)
 	}
 	now := metav1.Now()
-	created.Status.Conditions = []v1.NodeCondition{{
-		Type: v1.NodeReady, Status: ready, Reason: "KubeletNotReady",
-		LastHeartbeatTime: now, LastTransitionTime: now,
-	}}
-	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		created.Status.Conditions = []v1.NodeCondition{{
+			Type: v1.NodeReady, Status: ready, Reason: "KubeletNotReady",
+			LastHeartbeatTime: now, LastTransitionTime: now,
+		}}
+		_, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			created, _ = c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatalf("set status of node %s: %v", name, err)
 	}
 }
@@ -165,6 +209,11 @@ func hasTaint(n *v1.Node, key string) bool {
 func waitNode(t *testing.T, c kubernetes.Interface, name, what string, cond func(*v1.Node) bool) *v1.Node {
 	t.Helper()
 	var last *v1.Node
+	t.Cleanup(func() {
+		if t.Failed() && last != nil {
+			t.Logf("node %s as last seen: spec %+v, labels %v", name, last.Spec, last.Labels)
+		}
+	})
 	eventually(t, "node "+name+" "+what, func() bool {
 		n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {

@@ -1,0 +1,218 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
+)
+
+// Owner decides which virtual IPs this host holds. With one agent it holds
+// every address; with several, membership decides (a later change).
+type Owner interface {
+	Owns(addr netip.Addr) bool
+}
+
+// AllAddresses is the Owner of a lone agent: it holds every address.
+type AllAddresses struct{}
+
+// Owns is always true.
+func (AllAddresses) Owns(netip.Addr) bool { return true }
+
+// DataPlane programs forwarding; *dataplane.Syncer implements it.
+type DataPlane interface {
+	Sync(ctx context.Context, st dataplane.State) error
+	ForceFullSync()
+	Cleanup(ctx context.Context) error
+}
+
+// Addresses holds virtual IPs on the host; *vip.Manager implements it.
+type Addresses interface {
+	Set(ctx context.Context, want []netip.Addr) error
+	Announce(ctx context.Context)
+	Cleanup(ctx context.Context) error
+}
+
+// Config is what an Agent needs; every field is required.
+type Config struct {
+	Host         string // name in LoadBalancer status
+	Dynamic      dynamic.Interface
+	DataPlane    DataPlane
+	Addresses    Addresses
+	Owner        Owner
+	Health       health.Options
+	MinSync      time.Duration // at most one sync per MinSync
+	MaxSync      time.Duration // a full check at least every MaxSync
+	AnnounceEach time.Duration // re-announce held addresses this often
+}
+
+// Agent is one load-balancer host's agent.
+type Agent struct {
+	cfg      Config
+	client   *lbapi.Client
+	informer cache.SharedIndexInformer
+	lister   lbapi.Lister
+	checker  *health.Checker
+	runner   *dataplane.Runner
+}
+
+// New builds an agent; it starts nothing.
+func New(cfg Config) *Agent {
+	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic)}
+	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
+	a.lister = lbapi.NewLister(a.informer)
+	a.runner = dataplane.NewRunner(a.sync, cfg.MinSync, cfg.MaxSync)
+	a.checker = health.NewChecker(cfg.Health, a.runner.Request)
+	return a
+}
+
+// Run serves until ctx ends, then removes this host's rules and addresses.
+func (a *Agent) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.runner.Request() },
+		UpdateFunc: func(old, cur any) { a.onUpdate(old, cur) },
+		DeleteFunc: func(any) { a.runner.Request() },
+	}); err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+		a.cleanup(logger)
+	}()
+	wg.Go(func() { a.informer.RunWithContext(runCtx) })
+	logger.Info("Waiting for LoadBalancers")
+	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced) {
+		return ctx.Err()
+	}
+	wg.Go(func() { a.checker.Run(runCtx) })
+	wg.Go(func() { a.runner.Run(runCtx) })
+	wg.Go(func() { a.announce(runCtx) })
+	a.runner.Request()
+	logger.Info("Agent running", "host", a.cfg.Host)
+	<-ctx.Done()
+	return nil
+}
+
+// onUpdate ignores changes that leave the spec alone: status writes (ours
+// among them) and resyncs. The spec's generation changes with every spec
+// change.
+func (a *Agent) onUpdate(old, cur any) {
+	o, ok1 := old.(metav1.Object)
+	c, ok2 := cur.(metav1.Object)
+	if ok1 && ok2 && o.GetGeneration() == c.GetGeneration() {
+		return
+	}
+	a.runner.Request()
+}
+
+func (a *Agent) announce(ctx context.Context) {
+	t := time.NewTicker(a.cfg.AnnounceEach)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.cfg.Addresses.Announce(ctx)
+		}
+	}
+}
+
+// sync is one pass: translate the cached objects, program the data plane,
+// hold the owned addresses, report status.
+func (a *Agent) sync(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	lbs, err := a.lister.List()
+	if err != nil {
+		return err
+	}
+	plan := Translate(lbs, a.checker.Healthy)
+	a.checker.SetTargets(plan.Targets)
+
+	start := time.Now()
+	syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
+	syncDuration.Observe(time.Since(start).Seconds())
+	if syncErr != nil {
+		syncFailures.Inc()
+		logger.Error(syncErr, "Data plane sync failed; the next one is full")
+		a.cfg.DataPlane.ForceFullSync()
+	}
+
+	var owned []netip.Addr
+	for _, vip := range plan.VIPs {
+		if a.cfg.Owner.Owns(vip) {
+			owned = append(owned, vip)
+		}
+	}
+	addrErr := a.cfg.Addresses.Set(ctx, owned)
+	if addrErr != nil {
+		logger.Error(addrErr, "Cannot set virtual IPs")
+	}
+	a.report(ctx, lbs, owned, errors.Join(syncErr, addrErr))
+	return errors.Join(syncErr, addrErr)
+}
+
+// report writes each LoadBalancer's status where it changed.
+func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error) {
+	now := metav1.Now()
+	for _, lb := range lbs {
+		r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed"}
+		if syncErr != nil {
+			r.Message = syncErr.Error()
+		}
+		for _, s := range lb.Spec.Addresses {
+			if ad, err := netip.ParseAddr(s); err == nil && slices.Contains(owned, ad.Unmap()) {
+				r.Held = append(r.Held, ad.Unmap())
+			}
+		}
+		st, changed := desiredStatus(lb, r, now)
+		if !changed {
+			continue
+		}
+		if err := a.writeStatus(ctx, lb, st); err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot write LoadBalancer status", "loadBalancer", klog.KObj(lb))
+			statusWriteFailures.Inc()
+		}
+	}
+}
+
+func (a *Agent) writeStatus(ctx context.Context, lb *v1alpha1.LoadBalancer, st v1alpha1.LoadBalancerStatus) error {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		return err
+	}
+	return a.client.ApplyStatus(ctx, lb.Namespace, lb.Name, FieldManager(a.cfg.Host), obj)
+}
+
+// FieldManager is the server-side-apply manager of one host's status fields.
+func FieldManager(host string) string { return "groundcloud-agent/" + host }
+
+// cleanup removes this host's rules and addresses on a clean shutdown.
+func (a *Agent) cleanup(logger klog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.cfg.Addresses.Cleanup(ctx); err != nil {
+		logger.Error(err, "Cannot remove virtual IPs")
+	}
+	if err := a.cfg.DataPlane.Cleanup(ctx); err != nil {
+		logger.Error(err, "Cannot remove nftables tables")
+	}
+	logger.Info("Agent stopped; rules and addresses removed")
+}

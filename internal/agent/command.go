@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/knftables"
+
+	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/vip"
+)
+
+// Options are the agent's command-line settings.
+type Options struct {
+	Kubeconfig         string
+	Host               string
+	Interface          string
+	Health             health.Options
+	MinSync, MaxSync   time.Duration
+	AnnounceEach       time.Duration
+	MetricsBindAddress string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	host, _ := os.Hostname()
+	return &Options{
+		Host: host,
+		Health: health.Options{
+			Interval: 2 * time.Second, Timeout: time.Second,
+			FailureThreshold: 2, SuccessThreshold: 1,
+		},
+		MinSync:            100 * time.Millisecond,
+		MaxSync:            30 * time.Second,
+		AnnounceEach:       10 * time.Second,
+		MetricsBindAddress: "127.0.0.1:10263",
+	}
+}
+
+// Validate reports every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Host == "" {
+		errs = append(errs, errors.New("--host-name must not be empty"))
+	}
+	if o.Interface == "" {
+		errs = append(errs, errors.New("--interface is required: the interface that faces clients, where virtual IPs are added"))
+	}
+	if err := o.Health.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.MinSync <= 0 || o.MaxSync < o.MinSync {
+		errs = append(errs, fmt.Errorf("--min-sync-interval (%s) must be > 0 and <= --max-sync-interval (%s)", o.MinSync, o.MaxSync))
+	}
+	if o.AnnounceEach <= 0 {
+		errs = append(errs, errors.New("--announce-interval must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// NewCommand returns the groundcloud-agent command.
+func NewCommand() *cobra.Command {
+	o := NewOptions()
+	logOptions := logs.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "groundcloud-agent",
+		Short: "Programs groundcloud load balancers on a load-balancer host",
+		Long: "groundcloud-agent runs on a load-balancer host: it watches LoadBalancer objects, " +
+			"health-checks their nodes, programs nftables, holds virtual IPs and reports status.",
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logsapi.ValidateAndApply(logOptions, nil); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return o.Run(klog.NewContext(ctx, klog.Background().WithValues("host", o.Host)))
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the agent's identity; empty means in-cluster")
+	fs.StringVar(&o.Host, "host-name", o.Host, "this host's name in LoadBalancer status")
+	fs.StringVar(&o.Interface, "interface", o.Interface, "interface facing clients, where virtual IPs are added and announced (required)")
+	fs.DurationVar(&o.Health.Interval, "health-interval", o.Health.Interval, "time between health checks of each node")
+	fs.DurationVar(&o.Health.Timeout, "health-timeout", o.Health.Timeout, "timeout of one health check")
+	fs.IntVar(&o.Health.FailureThreshold, "health-failure-threshold", o.Health.FailureThreshold, "consecutive failures that take a node out")
+	fs.IntVar(&o.Health.SuccessThreshold, "health-success-threshold", o.Health.SuccessThreshold, "consecutive successes that bring a node back")
+	fs.DurationVar(&o.MinSync, "min-sync-interval", o.MinSync, "least time between two data plane syncs")
+	fs.DurationVar(&o.MaxSync, "max-sync-interval", o.MaxSync, "most time between two data plane syncs")
+	fs.DurationVar(&o.AnnounceEach, "announce-interval", o.AnnounceEach, "how often held virtual IPs are re-announced (gratuitous ARP, unsolicited NA)")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics and /healthz; empty disables")
+	logsapi.AddFlags(logOptions, fs)
+	return cmd
+}
+
+// Run builds the agent from the options and runs it until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	ip4, err := dataplane.NewNFTables(knftables.IPv4Family)
+	if err != nil {
+		return err
+	}
+	ip6, err := dataplane.NewNFTables(knftables.IPv6Family)
+	if err != nil {
+		logger.Error(err, "IPv6 data plane unavailable; IPv6 virtual IPs will not be forwarded")
+		ip6 = nil
+	}
+	RegisterMetrics()
+	health.RegisterMetrics()
+	if o.MetricsBindAddress != "" {
+		if err := serveMetrics(ctx, o.MetricsBindAddress); err != nil {
+			return err
+		}
+	}
+	if err := dataplane.CheckHost(); err != nil {
+		logger.Error(err, "Host settings the data plane needs are off; forwarding may fail")
+	}
+	a := New(Config{
+		Host:         o.Host,
+		Dynamic:      dyn,
+		DataPlane:    dataplane.NewSyncer(ip4, ip6, dataplane.NetlinkConntrack{}),
+		Addresses:    vip.New(o.Interface, logger.WithName("vip")),
+		Owner:        AllAddresses{},
+		Health:       o.Health,
+		MinSync:      o.MinSync,
+		MaxSync:      o.MaxSync,
+		AnnounceEach: o.AnnounceEach,
+	})
+	return a.Run(ctx)
+}
+
+func (o *Options) restConfig() (*rest.Config, error) {
+	if o.Kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "groundcloud-agent"
+	return cfg, nil
+}
+
+func serveMetrics(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	return nil
+}

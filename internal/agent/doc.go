@@ -1,0 +1,11 @@
+// Package agent is groundcloud-agent: it runs on a load-balancer host,
+// watches LoadBalancer objects, health-checks their nodes, programs the
+// nftables data plane (internal/dataplane), holds the virtual IPs it owns
+// (internal/vip) and reports in the objects' status.
+//
+// translate.go is pure (objects + health -> data plane state, probe targets,
+// addresses to hold, status); agent.go is the loop that talks to the
+// apiserver and the kernel. The agent keeps forwarding with its last known
+// state while the apiserver is unreachable. It must never touch nftables
+// tables or addresses it did not create.
+package agent

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/health"
+)
+
+// Plan is what the agent should do for a set of LoadBalancers.
+type Plan struct {
+	State   dataplane.State
+	Targets []health.Target // every probe target, once
+	VIPs    []netip.Addr    // every virtual IP of every LoadBalancer, sorted
+}
+
+// Translate turns LoadBalancer objects into data plane state and the health
+// targets to probe; healthy says whether a target is up. A backend is
+// healthy when the target of its first address is.
+func Translate(lbs []*v1alpha1.LoadBalancer, healthy func(health.Target) bool) Plan {
+	var p Plan
+	targets := map[health.Target]struct{}{}
+	vips := map[netip.Addr]struct{}{}
+	for _, lb := range lbs {
+		svc := translateOne(lb, healthy, targets)
+		for _, a := range svc.VIPs {
+			vips[a] = struct{}{}
+		}
+		p.State.Services = append(p.State.Services, svc)
+	}
+	slices.SortFunc(p.State.Services, func(a, b dataplane.Service) int { return strings.Compare(a.Name, b.Name) })
+	for t := range targets {
+		p.Targets = append(p.Targets, t)
+	}
+	slices.SortFunc(p.Targets, compareTargets)
+	for a := range vips {
+		p.VIPs = append(p.VIPs, a)
+	}
+	slices.SortFunc(p.VIPs, netip.Addr.Compare)
+	return p
+}
+
+func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, targets map[health.Target]struct{}) dataplane.Service {
+	svc := dataplane.Service{
+		Name:     lb.Namespace + "/" + lb.Name,
+		Affinity: lb.Spec.SessionAffinity == string(v1.ServiceAffinityClientIP),
+	}
+	for _, s := range lb.Spec.Addresses {
+		if a, err := netip.ParseAddr(s); err == nil {
+			svc.VIPs = append(svc.VIPs, a.Unmap())
+		}
+	}
+	for _, p := range lb.Spec.Ports {
+		svc.Ports = append(svc.Ports, dataplane.Port{
+			Name: p.Name, Protocol: dataplane.Protocol(p.Protocol),
+			Port: uint16(p.Port), NodePort: uint16(p.NodePort),
+		})
+	}
+	for _, r := range lb.Spec.SourceRanges {
+		if pfx, err := netip.ParsePrefix(r); err == nil {
+			svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
+		}
+	}
+	for _, b := range lb.Spec.Backends {
+		be := dataplane.Backend{Node: b.NodeName, Healthy: true}
+		for _, s := range b.Addresses {
+			if a, err := netip.ParseAddr(s); err == nil {
+				be.Addrs = append(be.Addrs, a.Unmap())
+			}
+		}
+		if len(be.Addrs) == 0 {
+			continue
+		}
+		if hc := lb.Spec.HealthCheck; hc != nil {
+			t := health.Target{Addr: be.Addrs[0], Port: hc.Port, Path: hc.Path}
+			targets[t] = struct{}{}
+			be.Healthy = healthy(t)
+		}
+		svc.Backends = append(svc.Backends, be)
+	}
+	return svc
+}
+
+func compareTargets(a, b health.Target) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port - b.Port)
+	}
+	return strings.Compare(a.Path, b.Path)
+}

@@ -1,0 +1,136 @@
+package agent
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/health"
+)
+
+func newLB(name string, mods ...func(*v1alpha1.LoadBalancer)) *v1alpha1.LoadBalancer {
+	lb := &v1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Generation: 3},
+		Spec: v1alpha1.LoadBalancerSpec{
+			Addresses: []string{"192.0.2.200"},
+			Ports:     []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}},
+			Backends: []v1alpha1.Backend{
+				{NodeName: "node-1", Addresses: []string{"192.0.2.11", "2001:db8::11"}},
+				{NodeName: "node-2", Addresses: []string{"192.0.2.12"}},
+			},
+			HealthCheck:           &v1alpha1.HealthCheck{Port: 10256, Path: "/healthz"},
+			ExternalTrafficPolicy: "Cluster",
+			SessionAffinity:       "None",
+		},
+	}
+	for _, m := range mods {
+		m(lb)
+	}
+	return lb
+}
+
+var (
+	a11 = netip.MustParseAddr("192.0.2.11")
+	a12 = netip.MustParseAddr("192.0.2.12")
+)
+
+func TestTranslate(t *testing.T) {
+	lbs := []*v1alpha1.LoadBalancer{
+		newLB("web"),
+		newLB("dns", func(lb *v1alpha1.LoadBalancer) {
+			lb.Spec.Addresses = []string{"192.0.2.201", "2001:db8::c9"}
+			lb.Spec.Ports = []v1alpha1.Port{{Protocol: "UDP", Port: 53, NodePort: 30053}}
+			lb.Spec.SessionAffinity = "ClientIP"
+			lb.Spec.SourceRanges = []string{"198.51.100.0/24"}
+			lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"}
+		}),
+	}
+	down := health.Target{Addr: a12, Port: 10256, Path: "/healthz"}
+	plan := Translate(lbs, func(t health.Target) bool { return t != down })
+
+	want := Plan{
+		State: dataplane.State{Services: []dataplane.Service{
+			{
+				Name:     "default/dns",
+				VIPs:     []netip.Addr{netip.MustParseAddr("192.0.2.201"), netip.MustParseAddr("2001:db8::c9")},
+				Ports:    []dataplane.Port{{Protocol: dataplane.UDP, Port: 53, NodePort: 30053}},
+				Affinity: true,
+				Backends: []dataplane.Backend{
+					{Node: "node-1", Addrs: []netip.Addr{a11, netip.MustParseAddr("2001:db8::11")}, Healthy: true},
+					{Node: "node-2", Addrs: []netip.Addr{a12}, Healthy: true},
+				},
+				SourceRanges: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")},
+			},
+			{
+				Name:  "default/web",
+				VIPs:  []netip.Addr{netip.MustParseAddr("192.0.2.200")},
+				Ports: []dataplane.Port{{Name: "http", Protocol: dataplane.TCP, Port: 80, NodePort: 30080}},
+				Backends: []dataplane.Backend{
+					{Node: "node-1", Addrs: []netip.Addr{a11, netip.MustParseAddr("2001:db8::11")}, Healthy: true},
+					{Node: "node-2", Addrs: []netip.Addr{a12}, Healthy: false},
+				},
+			},
+		}},
+		Targets: []health.Target{
+			{Addr: a11, Port: 10256, Path: "/healthz"},
+			{Addr: a11, Port: 32001, Path: "/healthz"},
+			{Addr: a12, Port: 10256, Path: "/healthz"},
+			{Addr: a12, Port: 32001, Path: "/healthz"},
+		},
+		VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("192.0.2.201"), netip.MustParseAddr("2001:db8::c9")},
+	}
+	if diff := cmp.Diff(want, plan, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("Translate (-want +got):\n%s", diff)
+	}
+}
+
+func TestDesiredStatus(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1000, 0))
+	later := metav1.NewTime(time.Unix(2000, 0))
+	vip := netip.MustParseAddr("192.0.2.200")
+	lb := newLB("web")
+
+	st, changed := desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok", Held: []netip.Addr{vip}}, now)
+	if !changed {
+		t.Fatal("first report not a change")
+	}
+	if st.ObservedGeneration != 3 || len(st.Conditions) != 1 || st.Conditions[0].Type != v1alpha1.ConditionReady ||
+		st.Conditions[0].Status != metav1.ConditionTrue || len(st.Addresses) != 1 || st.Addresses[0].Host != "lb-1" ||
+		len(st.Hosts) != 1 || st.Hosts[0].Conditions[0].Type != v1alpha1.ConditionProgrammed {
+		t.Fatalf("status = %+v", st)
+	}
+
+	// Once stored, the same report is no change, and keeps its times.
+	lb.Status = st
+	st2, changed := desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok", Held: []netip.Addr{vip}}, later)
+	if changed {
+		t.Errorf("unchanged report is a change: %+v", st2)
+	}
+	if !st2.Conditions[0].LastTransitionTime.Equal(&now) {
+		t.Errorf("lastTransitionTime moved without a transition")
+	}
+
+	// A new generation is a change.
+	lb.Generation = 4
+	if _, changed := desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok", Held: []netip.Addr{vip}}, later); !changed {
+		t.Error("new generation is not a change")
+	}
+	lb.Generation = 3
+
+	// Losing the address is a change, and the report no longer claims Ready.
+	st3, changed := desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok"}, later)
+	if !changed || len(st3.Addresses) != 0 || len(st3.Conditions) != 0 {
+		t.Errorf("report without the address: changed=%v %+v", changed, st3)
+	}
+
+	// A failed sync flips Programmed and Ready with a new transition time.
+	st4, changed := desiredStatus(lb, hostReport{Host: "lb-1", Programmed: false, Message: "nft failed", Held: []netip.Addr{vip}}, later)
+	if !changed || st4.Conditions[0].Status != metav1.ConditionFalse || !st4.Conditions[0].LastTransitionTime.Equal(&later) {
+		t.Errorf("failed sync: changed=%v %+v", changed, st4)
+	}
+}
