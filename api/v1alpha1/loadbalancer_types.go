@@ -13,8 +13,8 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=glb;glbs,categories=groundcloud
-// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses[*]`,description="Virtual IPs"
-// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.spec.ports[*].port`,description="Ports served"
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses`,description="Virtual IPs"
+// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.metadata.annotations.groundcloud\.io/ports`,description="Ports served"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -195,6 +195,10 @@ type LoadBalancerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LoadBalancer `json:"items"`
 }
+
+// AnnotationPorts on a LoadBalancer lists its ports for printing
+// ("80/TCP,53/UDP"); the controller manager writes it with the spec.
+const AnnotationPorts = "groundcloud.io/ports"
 
 // Condition types and reasons.
 const (

@@ -205,11 +205,13 @@ func (m *Manager) write(ctx context.Context, svc *v1.Service, spec v1alpha1.Load
 			return err
 		}
 	}
-	if equality.Semantic.DeepEqual(cur.Spec, spec) && hasOwner(cur, owner) {
+	ports := PortsSummary(&spec)
+	if equality.Semantic.DeepEqual(cur.Spec, spec) && hasOwner(cur, owner) && cur.Annotations[v1alpha1.AnnotationPorts] == ports {
 		return nil
 	}
 	next := cur.DeepCopy()
 	next.Spec = spec
+	metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationPorts, ports)
 	if !hasOwner(next, owner) {
 		next.OwnerReferences = append(removeServiceOwners(next.OwnerReferences), owner)
 	}
@@ -230,6 +232,7 @@ func (m *Manager) create(ctx context.Context, svc *v1.Service, spec v1alpha1.Loa
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace, Name: svc.Name,
 			OwnerReferences: []metav1.OwnerReference{owner},
+			Annotations:     map[string]string{v1alpha1.AnnotationPorts: PortsSummary(&spec)},
 		},
 		Spec: spec,
 	}

@@ -1,6 +1,7 @@
 package loadbalancers
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -127,6 +128,15 @@ func nodeAddresses(addresses []v1.NodeAddress) []string {
 		}
 	}
 	return nil
+}
+
+// PortsSummary is the value of v1alpha1.AnnotationPorts for spec.
+func PortsSummary(spec *v1alpha1.LoadBalancerSpec) string {
+	var parts []string
+	for _, p := range spec.Ports {
+		parts = append(parts, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+	}
+	return strings.Join(parts, ",")
 }
 
 // ServiceStatus is what the Service's status.loadBalancer shows: each
