@@ -60,7 +60,7 @@ func TestLoadBalancer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kubectl get loadbalancers: %v\n%s", err, out)
 		}
-		if !strings.Contains(string(out), webVIP.String()) || !strings.Contains(string(out), "True") {
+		if !strings.Contains(string(out), webVIP.String()) || !strings.Contains(string(out), "True") || !strings.Contains(string(out), "80/TCP,53/UDP") {
 			t.Errorf("kubectl get loadbalancers does not show %s Ready:\n%s", webVIP, out)
 		}
 	})
@@ -207,6 +207,38 @@ func TestLoadBalancer(t *testing.T) {
 			}
 		}
 		env.nodesReached(t, netip.AddrPortFrom(fresh, 80), all...)
+	})
+
+	t.Run("with the apiserver down the agent keeps forwarding and follows health", func(t *testing.T) {
+		if err := env.cp.StopAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		env.nodesReached(t, netip.AddrPortFrom(webVIP, 80), all...)
+		env.setUnhealthy(t, "node-1.unhealthy", true)
+		env.nodesReached(t, netip.AddrPortFrom(webVIP, 80), "node-2", "node-3")
+		env.setUnhealthy(t, "node-1.unhealthy", false)
+		env.nodesReached(t, netip.AddrPortFrom(webVIP, 80), all...)
+		if err := env.cp.StartAPIServer(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		env.nodesReached(t, netip.AddrPortFrom(webVIP, 80), all...)
+	})
+
+	t.Run("a clean agent shutdown removes its tables and addresses", func(t *testing.T) {
+		if !strings.Contains(env.hostState(t), webVIP.String()+"/32") {
+			t.Fatalf("the LB host does not hold %s before the shutdown:\n%s", webVIP, env.hostState(t))
+		}
+		if err := env.agent.Stop(); err != nil {
+			t.Fatalf("agent exit: %v", err)
+		}
+		state := env.hostState(t)
+		if strings.Contains(state, "table ip groundcloud {") || strings.Contains(state, "table ip6 groundcloud {") ||
+			strings.Contains(state, webVIP.String()) || strings.Contains(state, "2001:db8:0:1::c8") {
+			t.Errorf("after a clean shutdown the LB host still has our tables or addresses:\n%s", state)
+		}
+		if !strings.Contains(state, env.lb.Addr4.String()) {
+			t.Errorf("the LB host lost its own address:\n%s", state)
+		}
 	})
 }
 
