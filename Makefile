@@ -1,5 +1,5 @@
 # groundcloud — an index over small scripts in hack/.
-.PHONY: all build test test-unit test-e2e lint generate tools fuzz
+.PHONY: all build deps test test-unit test-e2e lint generate tools fuzz
 
 all: build
 
@@ -9,13 +9,16 @@ build:            ## build our binaries into bin/
 tools:            ## build the pinned kube-apiserver, kubectl and etcd (cached)
 	hack/tools/build.sh
 
-test: lint        ## everything CI runs: lint, unit, kernel (netns) and end-to-end tests
+deps:             ## install nftables and iproute2 when missing (Debian, as root)
+	hack/install-deps.sh
+
+test: deps lint   ## everything CI runs: lint, unit, kernel (netns) and end-to-end tests
 	hack/test.sh ./...
 
 test-unit:        ## unit tests only: pure logic and fakes, no processes, no kernel
 	go test -short -count=1 ./...
 
-test-e2e:         ## end-to-end tests: real kube-apiserver, etcd, our binaries, netns hosts
+test-e2e: deps    ## end-to-end tests: real kube-apiserver, etcd, our binaries, netns hosts
 	hack/test.sh ./test/...
 
 lint:             ## gofmt, go vet, go mod tidy, generated files up to date
