@@ -17,6 +17,9 @@ type Config struct {
 	Name string
 	// TCPPorts and UDPPorts are NodePorts.
 	TCPPorts, UDPPorts []uint16
+	// HTTPPorts are NodePorts that answer any HTTP request with a line
+	// naming the node and the client address as the node saw it.
+	HTTPPorts []uint16
 	// KubeProxyHealthzPort serves kube-proxy's GET /healthz; 0 disables it.
 	KubeProxyHealthzPort uint16
 	// HealthNodePorts serve like a Service's healthCheckNodePort with one
@@ -34,7 +37,7 @@ func (c Config) Validate() error {
 	if c.Name == "" || c.Name == "." || c.Name == ".." || strings.ContainsAny(c.Name, "/ \n") {
 		errs = append(errs, fmt.Errorf("name %q: want a non-empty word usable in a file name", c.Name))
 	}
-	tcp := slices.Concat(c.TCPPorts, c.HealthNodePorts)
+	tcp := slices.Concat(c.TCPPorts, c.HTTPPorts, c.HealthNodePorts)
 	if c.KubeProxyHealthzPort != 0 {
 		tcp = append(tcp, c.KubeProxyHealthzPort)
 	}
@@ -65,6 +68,7 @@ func ParseFlags(name string, args []string) (Config, error) {
 	fs.StringVar(&c.Name, "name", "", "node name, the first word of every answer")
 	fs.Var((*portList)(&c.TCPPorts), "tcp-ports", "comma-separated TCP NodePorts")
 	fs.Var((*portList)(&c.UDPPorts), "udp-ports", "comma-separated UDP NodePorts")
+	fs.Var((*portList)(&c.HTTPPorts), "http-ports", "comma-separated HTTP NodePorts")
 	fs.Func("kube-proxy-healthz-port", "port of kube-proxy's /healthz (0: none) (default 10256)", func(s string) error {
 		p, err := strconv.ParseUint(s, 10, 16)
 		c.KubeProxyHealthzPort = uint16(p)

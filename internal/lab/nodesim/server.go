@@ -79,6 +79,9 @@ func (s *Server) listen() error {
 		for _, p := range s.cfg.HealthNodePorts {
 			handlers[p] = s.health.serviceHealth(p)
 		}
+		for _, p := range s.cfg.HTTPPorts {
+			handlers[p] = s.hello()
+		}
 		for port, h := range handlers {
 			ln, err := net.Listen("tcp"+family, fmt.Sprintf(":%d", port))
 			if err != nil {
@@ -221,4 +224,13 @@ func Main(ctx context.Context, name string, args []string, stdout io.Writer) err
 	}
 	fmt.Fprintln(stdout, "nodesim: ready")
 	return s.Run(ctx)
+}
+
+// hello answers every request with the node's name and the client address
+// it sees, like a tiny web application behind a NodePort.
+func (s *Server) hello() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "hello from %s (you are %s)\n", s.cfg.Name, r.RemoteAddr)
+	})
 }

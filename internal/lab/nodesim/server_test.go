@@ -23,7 +23,7 @@ func TestServerInNamespace(t *testing.T) {
 
 	var s *Server
 	err := node.Do(func() (err error) {
-		s, err = Listen(Config{Name: "node1", TCPPorts: []uint16{30080, 30081}, UDPPorts: []uint16{30053}})
+		s, err = Listen(Config{Name: "node1", TCPPorts: []uint16{30080, 30081}, UDPPorts: []uint16{30053}, HTTPPorts: []uint16{30090}})
 		return err
 	})
 	if err != nil {
@@ -54,6 +54,16 @@ func TestServerInNamespace(t *testing.T) {
 				}
 			}
 		}
+		resp, err := client.HTTPClient().Get("http://" + netip.AddrPortFrom(dst, 30090).String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "hello from node1 (you are " + netip.AddrPortFrom(src, 0).String(); !strings.HasPrefix(string(body), strings.TrimSuffix(want, "0")) {
+			t.Errorf("http from %s = %q, want %q...", dst, body, want)
+		}
+
 		uctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		reply, err := client.UDPExchange(uctx, netip.AddrPortFrom(dst, 30053), []byte("hi"))
 		cancel()
