@@ -8,18 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
-	cloudapi "k8s.io/cloud-provider/api"
 
+	"github.com/groundcloud/groundcloud/internal/sandbox"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
@@ -68,7 +64,7 @@ type cluster struct {
 	configPath string
 	ccmLog     string
 	ccmArgs    []string
-	ccm        *proc
+	ccm        *sandbox.Process
 }
 
 // startCluster starts a control plane and the controller manager with the
@@ -113,50 +109,21 @@ func startClusterWith(t *testing.T, cp *testbed.ControlPlane, cloudConfig string
 // same flags; its log goes on in the same file.
 func (cl *cluster) restartCCM(t *testing.T) {
 	t.Helper()
-	cl.ccm.stop()
+	_ = cl.ccm.Stop()
 	cl.ccm = startProcess(t, cl.ccmLog+".2", ccmBinary, cl.ccmArgs...)
 	cl.ccmLog += ".2"
 }
 
-// proc is a process a test started.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after 10 s.
-func (p *proc) stop() {
-	p.once.Do(func() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-}
-
 // startProcess runs a binary for the rest of the test with its output in
 // logPath; it is stopped at cleanup, and its log is shown if the test failed.
-func startProcess(t *testing.T, logPath, bin string, args ...string) *proc {
+func startProcess(t *testing.T, logPath, bin string, args ...string) *sandbox.Process {
 	t.Helper()
-	logFile, err := os.Create(logPath)
+	p, err := sandbox.StartProcess(logPath, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		p.stop()
-		logFile.Close()
+		_ = p.Stop()
 		if t.Failed() {
 			t.Logf("last lines of %s:\n%s", filepath.Base(bin), testbed.LogTail(logPath, 60))
 		}
@@ -168,31 +135,8 @@ func startProcess(t *testing.T, logPath, bin string, args ...string) *proc {
 // registers it: tainted uninitialized, with the given Ready status.
 func createKubeletNode(t *testing.T, c kubernetes.Interface, name string, ready v1.ConditionStatus) {
 	t.Helper()
-	ctx := context.Background()
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}},
-		Spec: v1.NodeSpec{Taints: []v1.Taint{{
-			Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule,
-		}}},
-	}
-	created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create node %s: %v", name, err)
-	}
-	now := metav1.Now()
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		created.Status.Conditions = []v1.NodeCondition{{
-			Type: v1.NodeReady, Status: ready, Reason: "KubeletNotReady",
-			LastHeartbeatTime: now, LastTransitionTime: now,
-		}}
-		_, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			created, _ = c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("set status of node %s: %v", name, err)
+	if err := sandbox.RegisterNode(context.Background(), c, name, ready); err != nil {
+		t.Fatal(err)
 	}
 }
 

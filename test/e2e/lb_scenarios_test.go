@@ -13,6 +13,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/ipam"
+	"github.com/groundcloud/groundcloud/internal/sandbox"
 )
 
 // TestLoadBalancer runs a LoadBalancer Service through the whole path: the
@@ -85,7 +86,7 @@ func TestLoadBalancer(t *testing.T) {
 	})
 
 	t.Run("deleted or excluded nodes stop being backends", func(t *testing.T) {
-		nodes := env.cluster.client.CoreV1().Nodes()
+		nodes := env.client.CoreV1().Nodes()
 		n, err := nodes.Get(ctx, "node-2", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -109,8 +110,10 @@ func TestLoadBalancer(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.nodesReached(t, netip.AddrPortFrom(webVIP, 80), "node-1", "node-2")
-		createKubeletNode(t, env.cluster.client, "node-3", v1.ConditionTrue)
-		waitNode(t, env.cluster.client, "node-3", "initialised", func(n *v1.Node) bool { return !hasTaint(n, cloudapi.TaintExternalCloudProvider) })
+		if err := sandbox.RegisterNode(ctx, env.client, "node-3", v1.ConditionTrue); err != nil {
+			t.Fatal(err)
+		}
+		waitNode(t, env.client, "node-3", "initialised", func(n *v1.Node) bool { return !hasTaint(n, cloudapi.TaintExternalCloudProvider) })
 		env.nodesReached(t, netip.AddrPortFrom(webVIP, 80), all...)
 	})
 
@@ -183,7 +186,7 @@ func TestLoadBalancer(t *testing.T) {
 		services := []string{"web", "local", "pinned", "share-a", "share-b", "dual", "reuse"}
 		before := env.ensuredCounts(t, services)
 		writesBefore := env.lbWrites(t)
-		env.cluster.restartCCM(t)
+		env.restartCCM(t)
 		eventually(t, "every service re-ensured after the restart", func() bool {
 			now := env.ensuredCounts(t, services)
 			for _, s := range services {
@@ -228,7 +231,7 @@ func TestLoadBalancer(t *testing.T) {
 		if !strings.Contains(env.hostState(t), webVIP.String()+"/32") {
 			t.Fatalf("the LB host does not hold %s before the shutdown:\n%s", webVIP, env.hostState(t))
 		}
-		if err := env.agent.Stop(); err != nil {
+		if err := env.Agent(0).Stop(); err != nil {
 			t.Fatalf("agent exit: %v", err)
 		}
 		state := env.hostState(t)
@@ -247,7 +250,7 @@ func TestLoadBalancer(t *testing.T) {
 func (env *lbEnv) expectNoAddress(t *testing.T, name string) {
 	t.Helper()
 	time.Sleep(2 * time.Second)
-	svc, err := env.cluster.client.CoreV1().Services("default").Get(t.Context(), name, metav1.GetOptions{})
+	svc, err := env.client.CoreV1().Services("default").Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +265,7 @@ func (env *lbEnv) expectNoAddress(t *testing.T, name string) {
 // ensuredCounts counts EnsuredLoadBalancer events per service.
 func (env *lbEnv) ensuredCounts(t *testing.T, services []string) map[string]int32 {
 	t.Helper()
-	evs, err := env.cluster.client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=EnsuredLoadBalancer"})
+	evs, err := env.client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=EnsuredLoadBalancer"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +292,7 @@ func (env *lbEnv) lbWrites(t *testing.T) int {
 
 func (env *lbEnv) lbWriteLines(t *testing.T) (int, []string) {
 	t.Helper()
-	body, err := env.cluster.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	body, err := env.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

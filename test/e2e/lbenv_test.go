@@ -5,17 +5,15 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/sandbox"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
@@ -28,23 +26,20 @@ const (
 	healthNodePort = 32001
 )
 
-// lbEnv is a cluster with load-balancer hosts and nodes in network
-// namespaces: one LB host running the real agent, three nodes answering on
-// NodePorts and health ports, a client inside and one outside the allowed
-// source ranges.
+// lbEnv is the sandbox topology for load-balancer tests: one LB host
+// running the real agent, three nodes answering on NodePorts and health
+// ports, a client inside and one outside the source ranges tests allow.
 type lbEnv struct {
-	*cluster
-	lab       *lab.Lab
-	lb        *lab.Host
-	nodes     []*lab.Host
-	inside    *lab.Host // a client host
-	outsider  *lab.Host // a client host outside the source ranges tests allow
-	stateDir  string
-	dyn       dynamic.Interface
-	nextPort  int32
-	agentLog  string
-	agentArgs []string
-	agent     *lab.Process
+	*sandbox.Env
+	client   kubernetes.Interface
+	cp       *testbed.ControlPlane
+	dyn      dynamic.Interface
+	lb       *lab.Host
+	nodes    []*lab.Host
+	inside   *lab.Host
+	outsider *lab.Host
+	stateDir string
+	nextPort int32
 }
 
 func startLBEnv(t *testing.T) *lbEnv {
@@ -52,95 +47,63 @@ func startLBEnv(t *testing.T) *lbEnv {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
 	}
-	ctx := t.Context()
-	env := &lbEnv{lab: lab.NewT(t, lab.Options{}), stateDir: t.TempDir(), nextPort: firstNodePort}
-	env.lb = env.lab.AddHostT(t, "lb", lab.HostOptions{Forwarding: true})
-	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("node-%d", i)
-		h := env.lab.AddHostT(t, name, lab.HostOptions{})
-		ready := filepath.Join(env.stateDir, name+".log")
-		if _, err := h.Start(ctx, ready, nodesimBinary,
-			"--name="+name,
-			"--tcp-ports="+portList(firstNodePort, nodePorts),
-			fmt.Sprintf("--udp-ports=%d", nodePortUDP),
-			fmt.Sprintf("--health-node-ports=%d", healthNodePort),
-			"--state-dir="+env.stateDir,
-		); err != nil {
-			t.Fatal(err)
-		}
-		waitLog(t, ready, "nodesim: ready")
-		env.nodes = append(env.nodes, h)
-	}
-	env.inside = env.lab.AddHostT(t, "client", lab.HostOptions{})
-	env.outsider = env.lab.AddHostT(t, "outsider", lab.HostOptions{})
-
-	cp := testbed.StartT(t, testbed.Options{ServiceCIDR: "10.96.0.0/16,fd00:10:96::/112"})
-	env.cluster = startClusterWith(t, cp, env.cloudConfig())
-	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	tools, err := testbed.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.dyn = dyn
-
-	for _, n := range env.nodes {
-		createKubeletNode(t, env.cluster.client, n.Name, v1.ConditionTrue)
+	var ports []uint16
+	for p := firstNodePort; p < firstNodePort+nodePorts; p++ {
+		ports = append(ports, uint16(p))
 	}
-	for _, n := range env.nodes {
-		waitNode(t, env.cluster.client, n.Name, "initialised", func(node *v1.Node) bool {
-			return node.Spec.ProviderID != "" && !hasTaint(node, cloudapi.TaintExternalCloudProvider)
-		})
-	}
-
-	// The agent runs inside the LB host; the apiserver listens on the root
-	// namespace's loopback, so a forwarder listens on the same port inside.
-	u, err := url.Parse(cp.URL)
+	dir := t.TempDir()
+	e, err := sandbox.Start(t.Context(), sandbox.Options{
+		Dir:              dir,
+		ToolsDir:         tools,
+		Binaries:         sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
+		Clients:          []string{"client", "outsider"},
+		NodeSim:          sandbox.NodeSim{TCPPorts: ports, UDPPorts: []uint16{nodePortUDP}, HealthPorts: []uint16{healthNodePort}},
+		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\n",
+		Logf:             t.Logf,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.lb.ForwardLoopback(ctx, u.Host); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := cp.Kubeconfig("groundcloud-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.agentLog = filepath.Join(t.TempDir(), "agent.log")
-	env.agentArgs = []string{
-		"--kubeconfig=" + kubeconfig,
-		"--host-name=lb",
-		"--interface=" + env.lb.Iface,
-		"--health-interval=300ms",
-		"--health-timeout=250ms",
-		"--metrics-bind-address=",
-		"--v=2",
-	}
-	env.startAgent(t)
-	return env
-}
-
-func (env *lbEnv) startAgent(t *testing.T) {
-	t.Helper()
-	p, err := env.lb.Start(t.Context(), env.agentLog, agentBinary, env.agentArgs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.agent = p
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("last lines of the agent:\n%s", testbed.LogTail(env.agentLog, 80))
+			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 60))
+			t.Logf("last lines of the agent:\n%s", testbed.LogTail(e.Agent(0).LogPath, 60))
+		}
+		if err := e.Close(); err != nil {
+			t.Error(err)
 		}
 	})
+	dyn, err := dynamic.NewForConfig(e.CP.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lbEnv{
+		Env: e, client: e.Client, cp: e.CP, dyn: dyn,
+		lb: e.LBs[0], nodes: e.Nodes, inside: e.Clients["client"], outsider: e.Clients["outsider"],
+		stateDir: e.StateDir, nextPort: firstNodePort,
+	}
 }
 
-func (env *lbEnv) cloudConfig() string {
-	var b strings.Builder
-	b.WriteString("[Global]\nregion = lab\n\n")
-	for _, n := range env.nodes {
-		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninternal-ip = %s\ninternal-ip = %s\n\n", n.Name, n.Addr4, n.Addr6)
+// restartCCM restarts the controller manager.
+func (env *lbEnv) restartCCM(t *testing.T) {
+	t.Helper()
+	if err := env.RestartCCM(); err != nil {
+		t.Fatal(err)
 	}
-	b.WriteString("[Pool \"default\"]\naddresses = 192.0.2.200-192.0.2.219\naddresses = 2001:db8:0:1::c8-2001:db8:0:1::db\n\n")
-	b.WriteString("[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\n")
-	return b.String()
+}
+
+// nodePort returns a TCP node port no Service of this environment has used.
+func (env *lbEnv) nodePort(t *testing.T) int32 {
+	t.Helper()
+	if env.nextPort >= firstNodePort+nodePorts {
+		t.Fatal("out of node ports; raise nodePorts")
+	}
+	env.nextPort++
+	return env.nextPort - 1
 }
 
 // who connects from h to addr over TCP and returns the node that answered
@@ -191,22 +154,4 @@ func spread(ctx context.Context, h *lab.Host, addr netip.AddrPort, n int) (map[s
 		got[node]++
 	}
 	return got, nil
-}
-
-// nodePort returns a TCP node port no Service of this environment has used.
-func (env *lbEnv) nodePort(t *testing.T) int32 {
-	t.Helper()
-	if env.nextPort >= firstNodePort+nodePorts {
-		t.Fatal("out of node ports; raise nodePorts")
-	}
-	env.nextPort++
-	return env.nextPort - 1
-}
-
-func portList(first, n int) string {
-	var ports []string
-	for p := first; p < first+n; p++ {
-		ports = append(ports, fmt.Sprint(p))
-	}
-	return strings.Join(ports, ",")
 }

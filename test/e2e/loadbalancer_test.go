@@ -70,14 +70,14 @@ func withSourceRanges(r ...string) func(*v1.Service) {
 
 func (env *lbEnv) create(t *testing.T, svc *v1.Service) {
 	t.Helper()
-	if _, err := env.cluster.client.CoreV1().Services(svc.Namespace).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+	if _, err := env.client.CoreV1().Services(svc.Namespace).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create service %s: %v", svc.Name, err)
 	}
 }
 
 func (env *lbEnv) delete(t *testing.T, name string) {
 	t.Helper()
-	if err := env.cluster.client.CoreV1().Services("default").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+	if err := env.client.CoreV1().Services("default").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete service %s: %v", name, err)
 	}
 }
@@ -88,7 +88,7 @@ func (env *lbEnv) addresses(t *testing.T, name string, want int) []netip.Addr {
 	t.Helper()
 	var out []netip.Addr
 	eventually(t, "service "+name+" addresses", func() bool {
-		svc, err := env.cluster.client.CoreV1().Services("default").Get(t.Context(), name, metav1.GetOptions{})
+		svc, err := env.client.CoreV1().Services("default").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil || len(svc.Status.LoadBalancer.Ingress) < want {
 			return false
 		}
@@ -108,7 +108,7 @@ func (env *lbEnv) addresses(t *testing.T, name string, want int) []netip.Addr {
 func (env *lbEnv) warning(t *testing.T, name, text string) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("warning %q on service %s", text, name), func() bool {
-		evs, err := env.cluster.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
+		evs, err := env.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name + ",type=Warning",
 		})
 		if err != nil {
