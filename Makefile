@@ -1,10 +1,18 @@
 # groundcloud — an index over small scripts in hack/.
-.PHONY: all build deps test test-unit test-e2e lint generate tools fuzz
+.PHONY: all build deps demo demo-down test test-unit test-e2e lint generate tools fuzz
 
 all: build
 
 build:            ## build our binaries into bin/
 	go build -o bin/ ./cmd/...
+
+demo: deps        ## the sandbox: a whole installation in network namespaces, until Ctrl-C (root)
+	go build -o bin/ ./cmd/groundcloud-sandbox
+	bin/groundcloud-sandbox up $(DEMO_FLAGS)
+
+demo-down:        ## remove a sandbox (a running one, or what a crashed one left)
+	go build -o bin/ ./cmd/groundcloud-sandbox
+	bin/groundcloud-sandbox down
 
 tools:            ## build the pinned kube-apiserver, kubectl and etcd (cached)
 	hack/tools/build.sh

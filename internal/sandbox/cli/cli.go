@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// Names of what the sandbox creates, so that `down` finds them.
+const (
+	labPrefix = "gcsandbox"
+	rootLink  = "gcsandbox0"
+)
+
+type upOptions struct {
+	dir      string
+	nodes    int
+	lbHosts  int
+	pool4    string
+	subnet4  string
+	subnet6  string
+	httpPort uint16
+}
+
+// NewCommand returns the groundcloud-sandbox command.
+func NewCommand() *cobra.Command {
+	dir := "/tmp/groundcloud-sandbox"
+	root := &cobra.Command{
+		Use:          "groundcloud-sandbox",
+		Short:        "A whole groundcloud installation on this machine, in network namespaces",
+		SilenceUsage: true,
+	}
+	root.PersistentFlags().StringVar(&dir, "dir", dir, "state directory: logs, kubeconfig, cloud-config")
+
+	o := &upOptions{}
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the sandbox and stay in the foreground until Ctrl-C",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.dir = dir
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return up(ctx, o)
+		},
+	}
+	up.Flags().IntVar(&o.nodes, "nodes", 3, "simulated nodes")
+	up.Flags().IntVar(&o.lbHosts, "lb-hosts", 1, "load-balancer hosts, each running groundcloud-agent")
+	up.Flags().StringVar(&o.subnet4, "subnet", "", "IPv4 subnet of the sandbox network (default: the first of 198.51.100.0/24, 203.0.113.0/24, 100.127.200.0/24 that no route of this machine overlaps)")
+	up.Flags().StringVar(&o.subnet6, "subnet6", "2001:db8:5a::/64", "IPv6 subnet of the sandbox network")
+	up.Flags().StringVar(&o.pool4, "pool", "", "IPv4 range of the address pool (default: .200-.219 of the subnet)")
+	up.Flags().Uint16Var(&o.httpPort, "node-port", 30080, "NodePort of the example Service")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Remove a sandbox: stop a running one, or clean up after a crashed one",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Down(dir, os.Stdout)
+		},
+	}
+	root.AddCommand(up, down)
+	return root
+}
+
+func progress(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+func up(ctx context.Context, o *upOptions) (err error) {
+	if os.Geteuid() != 0 {
+		return errors.New("the sandbox creates network namespaces and a link into them: run it as root")
+	}
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lock(o.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Leftovers of a crashed run would collide with this one.
+	if err := sweep(o.dir); err != nil {
+		return err
+	}
+
+	if err := installTools(ctx); err != nil {
+		return err
+	}
+	repo, err := testbed.RepoRoot()
+	if err != nil {
+		return fmt.Errorf("run the sandbox from a groundcloud checkout (make demo): %w", err)
+	}
+	progress("building kube-apiserver, etcd and kubectl (cached after the first run; ~5 minutes on 2 cores the first time)")
+	tools, err := testbed.ToolsDir(ctx)
+	if err != nil {
+		return err
+	}
+	progress("building groundcloud-controller-manager, groundcloud-agent and groundcloud-nodesim")
+	bin := filepath.Join(o.dir, "bin")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/...")
+	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+
+	subnet4, subnet6, err := chooseSubnets(o.subnet4, o.subnet6)
+	if err != nil {
+		return err
+	}
+	work := filepath.Join(o.dir, "run")
+	_ = os.RemoveAll(work)
+	env, err := sandbox.Start(ctx, sandbox.Options{
+		Dir:      work,
+		ToolsDir: tools,
+		Binaries: sandbox.Binaries{
+			ControllerManager: filepath.Join(bin, "groundcloud-controller-manager"),
+			Agent:             filepath.Join(bin, "groundcloud-agent"),
+			NodeSim:           filepath.Join(bin, "groundcloud-nodesim"),
+		},
+		Nodes: o.nodes, LBHosts: o.lbHosts,
+		Prefix:  labPrefix,
+		Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4,
+		NodeSim:        sandbox.NodeSim{HTTPPorts: []uint16{o.httpPort}},
+		RootLink:       rootLink,
+		HealthInterval: time.Second, HealthTimeout: 500 * time.Millisecond,
+		Logf: func(format string, args ...any) { progress(format, args...) },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		progress("removing the sandbox")
+		if cerr := env.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		_ = os.RemoveAll(work)
+		progress("sandbox removed")
+	}()
+
+	progress("creating the example LoadBalancer Service default/hello")
+	vip, err := exampleService(ctx, env, int32(o.httpPort))
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(tools, "kubectl")
+	printSummary(vip, env.CP.AdminKubeconfig, kubectl, o.dir)
+	<-ctx.Done()
+	fmt.Println()
+	return nil
+}
+
+func printSummary(vip netip.Addr, kubeconfig, kubectl, dir string) {
+	fmt.Printf(`
+groundcloud sandbox is up.
+
+  Service default/hello has the address %[1]s. From this shell:
+
+    curl http://%[1]s/
+
+  Kubernetes:
+
+    export KUBECONFIG=%[2]s
+    alias kubectl=%[3]s
+    kubectl get nodes -o wide
+    kubectl get svc
+    kubectl get loadbalancers -A
+
+  Logs: %[4]s/run/*.log
+
+Press Ctrl-C to remove everything.
+`, vip, kubeconfig, kubectl, dir)
+}
+
+// lockPath is the machine-wide lock: one sandbox at a time, because its
+// namespaces, root link and subnet have fixed names.
+var lockPath = "/run/groundcloud-sandbox.lock"
+
+// lock takes the sandbox's lock or says which process holds it. The lock
+// file holds the holder's pid and state directory.
+func lock(dir string) (func(), error) {
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		pid, holder := lockHolder()
+		return nil, fmt.Errorf("a sandbox is already running (pid %d, state in %s); use it, stop it with Ctrl-C in its terminal, or run `groundcloud-sandbox down`", pid, holder)
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "%d %s\n", os.Getpid(), dir)
+	return func() {
+		_ = f.Truncate(0)
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// lockHolder reads the pid and state directory of the lock's holder.
+func lockHolder() (int, string) {
+	b, _ := os.ReadFile(lockPath)
+	pid, dir, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	n, _ := strconv.Atoi(pid)
+	return n, dir
+}
+
+// chooseSubnets picks the sandbox subnets: the given ones, or the first
+// candidate that overlaps no route of this machine. A given one that
+// overlaps is refused: the link into the sandbox would take over traffic.
+func chooseSubnets(s4, s6 string) (netip.Prefix, netip.Prefix, error) {
+	routes, err := hostPrefixes()
+	if err != nil {
+		return netip.Prefix{}, netip.Prefix{}, err
+	}
+	pick := func(given string, candidates ...string) (netip.Prefix, error) {
+		if given != "" {
+			candidates = []string{given}
+		}
+		for _, c := range candidates {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				return netip.Prefix{}, fmt.Errorf("subnet %q: %w", c, err)
+			}
+			if r, ok := overlapping(p.Masked(), routes); ok {
+				if given != "" {
+					return netip.Prefix{}, fmt.Errorf("subnet %s overlaps this machine's route to %s; choose another", p, r)
+				}
+				continue
+			}
+			return p.Masked(), nil
+		}
+		return netip.Prefix{}, fmt.Errorf("every candidate subnet overlaps a route of this machine; pass one with --subnet")
+	}
+	p4, err := pick(s4, "198.51.100.0/24", "203.0.113.0/24", "100.127.200.0/24")
+	if err != nil {
+		return p4, p4, err
+	}
+	p6, err := pick(s6, "2001:db8:5a::/64")
+	return p4, p6, err
+}
+
+func overlapping(p netip.Prefix, routes []netip.Prefix) (netip.Prefix, bool) {
+	for _, r := range routes {
+		if r.Bits() > 0 && r.Overlaps(p) {
+			return r, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// hostPrefixes are the destinations of this machine's routes (read only).
+func hostPrefixes() ([]netip.Prefix, error) {
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("read routes: %w", err)
+	}
+	var out []netip.Prefix
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		if p, err := netip.ParsePrefix(r.Dst.String()); err == nil && !p.Addr().IsLinkLocalUnicast() && !p.Addr().IsMulticast() && !p.Addr().IsLoopback() {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// installTools installs nftables and iproute2 when missing.
+func installTools(ctx context.Context) error {
+	var need []string
+	for bin, pkg := range map[string]string{"nft": "nftables", "ip": "iproute2"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			need = append(need, pkg)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	progress("installing %s", strings.Join(need, " "))
+	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, need...)} {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("apt-get %s: %w (install %s yourself)", args[0], err, strings.Join(need, " "))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var sandboxBinary = func() string { return filepath.Join(filepath.Dir(ccmBinary), "groundcloud-sandbox") }
+
+// TestSandbox runs the README's first command as a user would: `up` ends
+// with a curl line that works from this machine's shell; a second `up`
+// says one is running; Ctrl-C removes every namespace, link, nftables
+// table and process; after a crash, `down` does.
+func TestSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs the whole sandbox")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = exec.Command(sandboxBinary(), "down", "--dir", dir).Run() })
+
+	up, url := startSandbox(t, dir)
+	nodes := map[string]bool{}
+	// A new connection per request, as separate curl runs make.
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for range 30 {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("curl %s: %v", url, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if f := strings.Fields(string(body)); len(f) > 2 && f[0] == "hello" {
+			nodes[f[2]] = true
+		}
+	}
+	if len(nodes) != 3 {
+		t.Errorf("requests through %s reached %v, want the 3 nodes", url, nodes)
+	}
+
+	second := exec.Command(sandboxBinary(), "up", "--dir", t.TempDir())
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already running") {
+		t.Errorf("second up: %v\n%s", err, out)
+	}
+
+	if err := up.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, up, 0)
+	expectNothingLeft(t, dir)
+
+	// A crash leaves namespaces, the link and processes; down removes them.
+	up, _ = startSandbox(t, dir)
+	if err := up.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = up.Wait()
+	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || !bytes.Contains(out, []byte("gcsandbox-")) {
+		t.Logf("after the crash, namespaces: %s", out)
+	}
+	down, err := exec.Command(sandboxBinary(), "down", "--dir", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("down: %v\n%s", err, down)
+	}
+	expectNothingLeft(t, dir)
+}
+
+// startSandbox starts `up` and waits for its curl line.
+func startSandbox(t *testing.T, dir string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(sandboxBinary(), "up", "--dir", dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	curl := regexp.MustCompile(`^\s+curl (http://\S+)$`)
+	timeout := time.After(10 * time.Minute) // a first run builds the tools
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				_ = cmd.Wait()
+				t.Fatalf("sandbox exited before it was up")
+			}
+			t.Log(line)
+			if m := curl.FindStringSubmatch(line); m != nil {
+				go func() {
+					for range lines {
+					}
+				}()
+				return cmd, m[1]
+			}
+		case <-timeout:
+			_ = cmd.Process.Kill()
+			t.Fatal("sandbox not up in 10 minutes")
+		}
+	}
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, want int) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("sandbox did not stop within 2 minutes of Ctrl-C")
+	}
+	if got := cmd.ProcessState.ExitCode(); got != want {
+		t.Errorf("sandbox exit status %d, want %d", got, want)
+	}
+}
+
+// expectNothingLeft checks the machine for anything of the sandbox's.
+func expectNothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	if out, _ := exec.CommandContext(ctx, "ip", "netns", "list").Output(); bytes.Contains(out, []byte("gcsandbox")) {
+		t.Errorf("namespaces left:\n%s", out)
+	}
+	if out, _ := exec.CommandContext(ctx, "ip", "-br", "link").Output(); bytes.Contains(out, []byte("gcsandbox")) {
+		t.Errorf("links left:\n%s", out)
+	}
+	if out, _ := exec.CommandContext(ctx, "nft", "list", "tables").Output(); bytes.Contains(out, []byte("groundcloud")) {
+		t.Errorf("nftables tables left in the root namespace:\n%s", out)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if bytes.Contains(cmdline, []byte(dir)) {
+			t.Errorf("process left: %d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
+}
