@@ -5,6 +5,12 @@
 #   hack/test.sh [packages]   (default ./...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Kernel and end-to-end tests skip themselves without root; here that would
+# hide them, so refuse instead.
+if [ "$(id -u)" != 0 ]; then
+  echo "make test needs root (network namespaces); run make test-unit for the tests that do not" >&2
+  exit 1
+fi
 GROUNDCLOUD_TOOLS_BIN=$(hack/tools/build.sh)
 export GROUNDCLOUD_TOOLS_BIN
 # -p 1: end-to-end and kernel tests each start processes and namespaces;
