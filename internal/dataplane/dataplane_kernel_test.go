@@ -1,28 +1,35 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/groundcloud/groundcloud/internal/lab"
 )
 
-// The kernel lab: one L2 segment (a bridge namespace) with a client, a
+// The kernel lab: one L2 segment (internal/lab's bridge) with a client, a
 // load-balancer host holding the VIPs and running the real Syncer with the
 // real nft, and two nodes answering on their NodePorts.
 var (
+	labSubnet6    = netip.MustParsePrefix("2001:db8::/64")
 	labClient     = netip.MustParseAddr("192.0.2.2")
 	labClientBad  = netip.MustParseAddr("192.0.2.3") // outside the source ranges
 	labClient6    = netip.MustParseAddr("2001:db8::2")
 	labClientBad6 = netip.MustParseAddr("2001:db8::3")
+	labLB         = netip.MustParseAddr("192.0.2.10")
+	labLB6        = netip.MustParseAddr("2001:db8::10")
 	labVIP        = netip.MustParseAddr("192.0.2.100")
 	labVIP6       = netip.MustParseAddr("2001:db8::100")
 	labNodes      = map[string][]string{"node-a": {"192.0.2.11", "2001:db8::11"}, "node-b": {"192.0.2.12", "2001:db8::12"}}
@@ -50,38 +57,29 @@ func labState() State {
 }
 
 func TestKernelDataPlane(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kernel test: creates network namespaces and runs nft")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("kernel test: needs root")
-	}
 	for _, bin := range []string{"nft", "ip"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("kernel test: no %s binary", bin)
 		}
 	}
-	l := newLab(t, "client", "lb", "node-a", "node-b")
-	l.addr("client", "192.0.2.2/24")
-	l.addr("client", "192.0.2.3/24")
-	l.addr("client", "2001:db8::2/64")
-	l.addr("client", "2001:db8::3/64")
-	l.addr("lb", "192.0.2.1/24")
-	l.addr("lb", "2001:db8::1/64")
-	l.addr("lb", "192.0.2.100/32") // the VIPs, as the agent adds them
-	l.addr("lb", "2001:db8::100/128")
-	for node, ips := range labNodes {
-		l.addr(node, ips[0]+"/24")
-		l.addr(node, ips[1]+"/64")
-		l.serve(node, labTCPNodePort, labUDPNodePort)
+	l := lab.NewT(t, lab.Options{Subnet6: labSubnet6}) // skips with -short or without root
+	client := l.AddHostT(t, "client", lab.HostOptions{Addr4: labClient, Addr6: labClient6})
+	addAddr(t, client, netip.PrefixFrom(labClientBad, 24))
+	addAddr(t, client, netip.PrefixFrom(labClientBad6, 64))
+	lb := l.AddHostT(t, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6, Forwarding: true, Sysctls: map[string]string{
+		"net.ipv4.conf.all.send_redirects":  "0",
+		"net.ipv4.conf.eth0.send_redirects": "0",
+	}})
+	addAddr(t, lb, netip.PrefixFrom(labVIP, 32)) // the VIPs, as the agent adds them
+	addAddr(t, lb, netip.PrefixFrom(labVIP6, 128))
+	for _, node := range slices.Sorted(maps.Keys(labNodes)) {
+		ips := labNodes[node]
+		h := l.AddHostT(t, node, lab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
+		serve(t, h, labTCPNodePort, labUDPNodePort)
 	}
-	l.sysctl("lb", "net/ipv4/ip_forward", "1")
-	l.sysctl("lb", "net/ipv6/conf/all/forwarding", "1")
-	l.sysctl("lb", "net/ipv4/conf/all/send_redirects", "0")
-	l.sysctl("lb", "net/ipv4/conf/eth0/send_redirects", "0")
 
 	var syncer *Syncer
-	if err := l.do("lb", func() error {
+	if err := lb.Do(func() error {
 		nft4, err := NewNFTables(knftables.IPv4Family)
 		if err != nil {
 			return err
@@ -97,20 +95,22 @@ func TestKernelDataPlane(t *testing.T) {
 	}
 	sync := func(st State) {
 		t.Helper()
-		if err := l.do("lb", func() error { return syncer.Sync(context.Background(), st) }); err != nil {
+		if err := lb.Do(func() error { return syncer.Sync(context.Background(), st) }); err != nil {
 			t.Fatalf("Sync in the lb namespace: %v", err)
 		}
 	}
 	state := labState()
 	sync(state)
-	l.sysctl("lb", "net/netfilter/nf_conntrack_tcp_loose", "1")
-	if err := l.do("lb", func() error { return CheckHost() }); err != nil {
+	if err := lb.SetSysctl("net/netfilter/nf_conntrack_tcp_loose", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Do(func() error { return CheckHost() }); err != nil {
 		t.Errorf("CheckHost in the prepared lb namespace: %v", err)
 	}
-	if err := l.do("client", func() error { return CheckHost() }); err == nil {
+	if err := client.Do(func() error { return CheckHost() }); err == nil {
 		t.Errorf("CheckHost finds nothing wrong in the client namespace, which does not forward")
 	}
-	t.Logf("ruleset in the lb namespace:\n%s", l.nft(t, "list", "ruleset"))
+	t.Logf("ruleset in the lb namespace:\n%s", nft(t, lb, "list", "ruleset"))
 
 	// The tracer predicts the node of each flow from the Fake's ruleset; the
 	// kernel must agree, which checks the jhash bucket choice end to end.
@@ -132,7 +132,7 @@ func TestKernelDataPlane(t *testing.T) {
 			seen := map[string]int{}
 			for sport := uint16(41000); sport < 41024; sport++ {
 				src, dst := netip.AddrPortFrom(c.src, sport), netip.AddrPortFrom(c.vip, 80)
-				r, err := l.dialTCP("client", src, dst, 3*time.Second)
+				r, err := dialTCP(client, src, dst, 3*time.Second)
 				if err != nil {
 					t.Fatalf("%s -> %s: %v", src, dst, err)
 				}
@@ -154,7 +154,7 @@ func TestKernelDataPlane(t *testing.T) {
 		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
 			seen := map[string]int{}
 			for sport := uint16(41100); sport < 41116; sport++ {
-				u := l.udpClient("client", netip.AddrPortFrom(c.src, sport), netip.AddrPortFrom(c.vip, 53))
+				u := newUDPClient(t, client, netip.AddrPortFrom(c.src, sport), netip.AddrPortFrom(c.vip, 53))
 				r, err := u.ask(time.Second)
 				if err != nil {
 					t.Fatalf("UDP from port %d to %s: %v", sport, c.vip, err)
@@ -173,7 +173,7 @@ func TestKernelDataPlane(t *testing.T) {
 	t.Run("ClientIP affinity keeps a client on one node", func(t *testing.T) {
 		first := ""
 		for sport := uint16(41200); sport < 41210; sport++ {
-			r, err := l.dialTCP("client", netip.AddrPortFrom(labClient, sport), netip.AddrPortFrom(labVIP, 83), 3*time.Second)
+			r, err := dialTCP(client, netip.AddrPortFrom(labClient, sport), netip.AddrPortFrom(labVIP, 83), 3*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func TestKernelDataPlane(t *testing.T) {
 
 	t.Run("a source outside the ranges is dropped", func(t *testing.T) {
 		for _, c := range []struct{ src, vip netip.Addr }{{labClientBad, labVIP}, {labClientBad6, labVIP6}} {
-			_, err := l.dialTCP("client", netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 80), time.Second)
+			_, err := dialTCP(client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 80), time.Second)
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
 				t.Errorf("%s -> %s: got %v, want a timeout (dropped)", c.src, c.vip, err)
@@ -203,11 +203,11 @@ func TestKernelDataPlane(t *testing.T) {
 				src = labClient6
 			}
 			start := time.Now()
-			_, err := l.dialTCP("client", netip.AddrPortFrom(src, 0), netip.AddrPortFrom(vip, 81), 3*time.Second)
+			_, err := dialTCP(client, netip.AddrPortFrom(src, 0), netip.AddrPortFrom(vip, 81), 3*time.Second)
 			if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > time.Second {
 				t.Errorf("TCP to %s:81: got %v after %v, want connection refused at once", vip, err, time.Since(start))
 			}
-			u := l.udpClient("client", netip.AddrPortFrom(src, 0), netip.AddrPortFrom(vip, 82))
+			u := newUDPClient(t, client, netip.AddrPortFrom(src, 0), netip.AddrPortFrom(vip, 82))
 			if _, err := u.ask(time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("UDP to %s:82: got %v, want connection refused (port unreachable)", vip, err)
 			}
@@ -218,7 +218,7 @@ func TestKernelDataPlane(t *testing.T) {
 		// Find a UDP flow on node-b and one on node-a before node-b fails.
 		var onA, onB *udpClient
 		for sport := uint16(41300); sport < 41340 && (onA == nil || onB == nil); sport++ {
-			u := l.udpClient("client", netip.AddrPortFrom(labClient, sport), netip.AddrPortFrom(labVIP, 53))
+			u := newUDPClient(t, client, netip.AddrPortFrom(labClient, sport), netip.AddrPortFrom(labVIP, 53))
 			r, err := u.ask(time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -242,7 +242,7 @@ func TestKernelDataPlane(t *testing.T) {
 				src = labClient6
 			}
 			for sport := uint16(42000); sport < 42016; sport++ {
-				r, err := l.dialTCP("client", netip.AddrPortFrom(src, sport), netip.AddrPortFrom(vip, 80), 3*time.Second)
+				r, err := dialTCP(client, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(vip, 80), 3*time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -265,41 +265,55 @@ func TestKernelDataPlane(t *testing.T) {
 	t.Run("removing a service and a full resync work on the real nft", func(t *testing.T) {
 		state.Services = state.Services[:2] // lab/down goes
 		sync(state)
-		if out := l.nft(t, "list", "ruleset"); strings.Contains(out, "lab/down") {
+		if out := nft(t, lb, "list", "ruleset"); strings.Contains(out, "lab/down") {
 			t.Errorf("chains of a removed service remain:\n%s", out)
 		}
-		before := l.nft(t, "list", "ruleset")
+		before := nft(t, lb, "list", "ruleset")
 		syncer.ForceFullSync()
 		sync(state)
-		if after := l.nft(t, "list", "ruleset"); after != before {
+		if after := nft(t, lb, "list", "ruleset"); after != before {
 			t.Errorf("a full resync changed the ruleset:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
-		if _, err := l.dialTCP("client", netip.AddrPortFrom(labClient, 43000), netip.AddrPortFrom(labVIP, 80), 3*time.Second); err != nil {
+		if _, err := dialTCP(client, netip.AddrPortFrom(labClient, 43000), netip.AddrPortFrom(labVIP, 80), 3*time.Second); err != nil {
 			t.Errorf("forwarding after the full resync: %v", err)
 		}
 	})
 
 	t.Run("Cleanup removes our tables", func(t *testing.T) {
-		if err := l.do("lb", func() error { return syncer.Cleanup(context.Background()) }); err != nil {
+		if err := lb.Do(func() error { return syncer.Cleanup(context.Background()) }); err != nil {
 			t.Fatal(err)
 		}
-		if out := l.nft(t, "list", "tables"); strings.TrimSpace(out) != "" {
+		if out := nft(t, lb, "list", "tables"); strings.TrimSpace(out) != "" {
 			t.Errorf("tables left after Cleanup:\n%s", out)
 		}
 	})
 }
 
-// nft runs the nft binary in the lb namespace.
-func (l *lab) nft(t *testing.T, args ...string) string {
+// nft runs the nft binary in h.
+func nft(t *testing.T, h *lab.Host, args ...string) string {
 	t.Helper()
-	var out []byte
-	err := l.do("lb", func() error {
-		var err error
-		out, err = exec.Command("nft", args...).CombinedOutput()
-		return err
-	})
+	return runIn(t, h, "nft", args...)
+}
+
+// addAddr adds an address to h's link beside the one the lab gave it.
+func addAddr(t *testing.T, h *lab.Host, p netip.Prefix) {
+	t.Helper()
+	args := []string{"addr", "add", p.String(), "dev", h.Iface}
+	if p.Addr().Is6() {
+		args = append(args, "nodad")
+	}
+	runIn(t, h, "ip", args...)
+}
+
+// runIn runs a command in h's namespace and returns its standard output.
+func runIn(t *testing.T, h *lab.Host, name string, args ...string) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := h.Command(t.Context(), name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("nft %s: %v: %s", strings.Join(args, " "), err, out)
+		t.Fatalf("%s %s in %s: %v: %s", name, strings.Join(args, " "), h.Name, err, stderr.Bytes())
 	}
 	return string(out)
 }
