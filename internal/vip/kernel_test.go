@@ -74,8 +74,18 @@ func TestManagerKernel(t *testing.T) {
 		dial(t, b, netip.AddrPortFrom(vip, 8080))
 	}
 
-	// Announce repeats it: the kernel never announces by itself.
+	// Announce repeats it: the kernel never announces by itself. Wait out
+	// Set's own burst (3 frames 100 ms apart) first, and check that the
+	// poisoned entries stay wrong without Announce, so that it is Announce
+	// that repairs them.
+	time.Sleep(500 * time.Millisecond)
 	poisonNeighbours(t, b, v4a, v6a)
+	time.Sleep(300 * time.Millisecond)
+	for _, vip := range []netip.Addr{v4a, v6a} {
+		if mac, _, _ := neighbour(t, b, vip); mac.String() == macA.String() {
+			t.Fatalf("neighbour entry of %s repaired without an announcement", vip)
+		}
+	}
 	m.Announce(ctx)
 	waitNeighbour(t, b, v4a, macA)
 	waitNeighbour(t, b, v6a, macA)
