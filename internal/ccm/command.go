@@ -17,6 +17,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/configwatch"
 	"github.com/groundcloud/groundcloud/internal/provider"
+	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
 // Defaults where groundcloud differs from upstream; docs/controller-manager.md
@@ -81,6 +82,15 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	}
 	if err == nil && cloud == nil {
 		err = fmt.Errorf("cloud provider %q is not known; this binary provides %q", shared.Name, provider.Name)
+	}
+	if err == nil {
+		// Pod routes need flags of the upstream route controller; say so
+		// before it fails with a less helpful message.
+		_, routesOn := cloud.Routes()
+		err = routes.CheckFlags(routesOn, routes.Flags{
+			ConfigureCloudRoutes: c.ComponentConfig.KubeCloudShared.ConfigureCloudRoutes,
+			ClusterCIDR:          c.ComponentConfig.KubeCloudShared.ClusterCIDR,
+		})
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "groundcloud-controller-manager: cannot start the cloud provider:\n%v\n", err)

@@ -13,6 +13,7 @@ type Config struct {
 	Global   Global
 	Machines map[string]*Machine // by machine name (the section name, case preserved)
 	Pools    []*Pool             // in file order: the first auto-assign pool wins
+	Routes   Routes              // the zero value (off) without a [Routes] section
 }
 
 // Global is the [Global] section.
@@ -47,6 +48,11 @@ type Pool struct {
 	Ranges     []AddrRange // in file order; none overlaps another range of any pool
 	Namespaces []string    // empty: every namespace may use the pool
 	AutoAssign bool
+}
+
+// Routes is the [Routes] section.
+type Routes struct {
+	Enabled bool // the provider offers the Routes interface
 }
 
 // Machine returns the machine of the given name.

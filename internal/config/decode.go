@@ -43,7 +43,7 @@ func (d *decoder) section(s *rawSection) {
 		return
 	}
 	label := sectionLabel(spec.name, s.Sub)
-	t := &target{global: &Global{}, machine: &Machine{Name: s.Sub}, pool: &Pool{Name: s.Sub}, firstLine: map[string]int{}}
+	t := &target{global: &Global{}, machine: &Machine{Name: s.Sub}, pool: &Pool{Name: s.Sub}, routes: &Routes{}, firstLine: map[string]int{}}
 	keep := d.checkHeader(spec, s, label)
 	if keep {
 		switch spec.kind {
@@ -53,6 +53,8 @@ func (d *decoder) section(s *rawSection) {
 			d.cfg.Machines[s.Sub] = t.machine
 		case poolSection:
 			d.cfg.Pools = append(d.cfg.Pools, t.pool)
+		case routesSection:
+			t.routes = &d.cfg.Routes
 		}
 	}
 	// A section that is not kept is still decoded, into t, so that the

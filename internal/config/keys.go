@@ -19,6 +19,7 @@ const (
 	globalSection sectionKind = iota
 	machineSection
 	poolSection
+	routesSection
 )
 
 // sectionSpec describes one kind of section.
@@ -51,6 +52,14 @@ var sections = []sectionSpec{
 		nameDoc:   "the pool's name, an RFC 1123 label such as `public`",
 		doc: "A set of addresses that LoadBalancer Services are given addresses from. " +
 			"Pools are tried in the order they are written.",
+	},
+	{
+		kind: routesSection,
+		name: "Routes",
+		doc: "Pod routes without an overlay ([docs/routes.md](routes.md)). Without this section the provider " +
+			"does not offer the Routes interface and the route controller does not start; with it, the controller " +
+			"manager needs `--cluster-cidr`, and groundcloud-router programs the routes on nodes and gateways. " +
+			"Read once at start: a change needs a restart of the controller manager.",
 	},
 }
 
@@ -193,6 +202,12 @@ var keys = []keySpec{
 		doc: "Whether a Service that asks for no particular pool may get an address from this one; " +
 			"the first such pool with a free address is used. If false, a Service must ask for the pool by name.",
 	},
+	{
+		section: routesSection, name: "enabled", dflt: "true",
+		value: assign(boolValue, func(t *target) *bool { return &t.routes.Enabled }),
+		doc: "Whether the provider offers the Routes interface: the route controller then writes a `Route` object " +
+			"for each pod CIDR of each Node, routed to that Node's address. `false` keeps the section but turns pod routes off.",
+	},
 }
 
 // target is what the entries of one section are decoded into.
@@ -201,6 +216,7 @@ type target struct {
 	global  *Global
 	machine *Machine
 	pool    *Pool
+	routes  *Routes
 
 	firstLine map[string]int // line each value of a multi key was first given on
 	ranges    []placedRange

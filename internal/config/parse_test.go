@@ -424,7 +424,7 @@ func TestParseBad(t *testing.T) {
 		{
 			name: "unknown section with a suggestion",
 			in:   global + "[Machines \"web-1\"]\nzone = a\n",
-			want: []problem{{3, `unknown section [Machines] (did you mean Machine?); the sections are [Global], [Machine "name"] and [Pool "name"]`}},
+			want: []problem{{3, `unknown section [Machines] (did you mean Machine?); the sections are [Global], [Machine "name"], [Pool "name"] and [Routes]`}},
 		},
 		{
 			name: "unknown section without a suggestion",

@@ -130,4 +130,7 @@ addresses = 192.168.50.100-192.168.50.149
 namespace = intranet
 namespace = tools
 auto-assign = false
+
+[Routes]
+enabled = true
 `

@@ -75,7 +75,7 @@ func TestKeyTable(t *testing.T) {
 			t.Errorf("%s: a required key cannot have a default", id)
 		}
 		if k.dflt != "" {
-			tgt := &target{global: &Global{}, machine: &Machine{}, pool: &Pool{}, firstLine: map[string]int{}}
+			tgt := &target{global: &Global{}, machine: &Machine{}, pool: &Pool{}, routes: &Routes{}, firstLine: map[string]int{}}
 			if err := k.value.apply(tgt, k.dflt); err != nil {
 				t.Errorf("%s: default %q does not parse: %v", id, k.dflt, err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/configwatch"
 	"github.com/groundcloud/groundcloud/internal/inventory"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
+	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
 // Name is the name under which the provider registers: --cloud-provider=groundcloud.
@@ -41,6 +42,7 @@ func Register(opts *Options) {
 type Cloud struct {
 	config *configwatch.Watcher
 	lbs    atomic.Pointer[loadbalancers.Manager] // set by Initialize
+	routes atomic.Pointer[routes.Manager]        // set by Initialize
 }
 
 var _ cloudprovider.Interface = (*Cloud)(nil)
@@ -96,6 +98,7 @@ func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <
 	}
 	m := loadbalancers.NewManager(dyn, c.config.Current)
 	c.lbs.Store(m)
+	c.routes.Store(routes.NewManager(dyn, c.config.Current))
 	go m.Run(klog.NewContext(ctx, klog.Background().WithName("loadbalancers")))
 }
 
@@ -121,7 +124,15 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 // cloud-config's pools and LoadBalancer objects that agents program.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return loadBalancer{c}, true }
 
-// Routes is not supported yet. The upstream route controller then logs a
-// warning and does not start; the binary does not exit, with or without
-// --cluster-cidr.
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+// Routes is supported when the cloud-config has a [Routes] section
+// (docs/routes.md): the route controller then keeps a Route object per
+// Node and pod CIDR, which routers program. Without it the route controller
+// logs a warning and does not start, so the controller manager runs with or
+// without --cluster-cidr. The upstream app asks once, at start.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if !c.config.Current().Routes.Enabled {
+		return nil, false
+	}
+	klog.Background().Info("Pod routes are enabled by the cloud-config; the route controller needs --cluster-cidr and --configure-cloud-routes=true")
+	return routesAdapter{c}, true
+}

@@ -166,6 +166,9 @@ func TestConfigReload(t *testing.T) {
 // TestInvalidConfigAtStart: the binary exits non-zero and prints every
 // problem with its line.
 func TestInvalidConfigAtStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs the controller manager binary")
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cloud.conf")
 	writeFile(t, path, "[Global]\nregion = home\ncolour = blue\n\n[Machine \"a\"]\ninternal-ip = 300.1.2.3\nstate = melted\n\n[Pool \"p1\"]\naddresses = 192.0.2.0/24\n\n[Pool \"p2\"]\naddresses = 192.0.2.128/25\n")
