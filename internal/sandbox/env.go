@@ -167,7 +167,12 @@ func (e *Env) startControlPlane(ctx context.Context) error {
 	if err := os.WriteFile(e.CloudConfig, []byte(e.cloudConfig()), 0o644); err != nil {
 		return err
 	}
-	kubeconfig, err := cp.Kubeconfig("groundcloud-controller-manager")
+	if !e.Opts.AdminIdentity {
+		if err := e.applyRBAC(ctx); err != nil {
+			return err
+		}
+	}
+	kubeconfig, err := e.kubeconfig(ctx, controllerManagerUser)
 	if err != nil {
 		return err
 	}
@@ -252,7 +257,7 @@ func (e *Env) StartAgent(ctx context.Context, i int) error {
 			return err
 		}
 		e.closers = append(e.closers, f.Close)
-		kubeconfig, err := e.CP.Kubeconfig("groundcloud-agent")
+		kubeconfig, err := e.kubeconfig(ctx, agentUser)
 		if err != nil {
 			return err
 		}
@@ -268,6 +273,9 @@ func (e *Env) StartAgent(ctx context.Context, i int) error {
 		"--metrics-bind-address=",
 		"--v=2",
 	}, e.Opts.ExtraAgentArgs...)
+	if e.Opts.AgentArgs != nil {
+		args = append(args, e.Opts.AgentArgs(e, i)...)
+	}
 	e.logf("starting groundcloud-agent on %s", h.Name)
 	p, err := h.Start(context.Background(), filepath.Join(e.Opts.Dir, "agent-"+h.Name+".log"), e.Opts.Binaries.Agent, args...)
 	if err != nil {

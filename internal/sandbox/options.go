@@ -44,6 +44,9 @@ type Options struct {
 	// ServiceCIDR of the apiserver (default dual-stack 10.96.0.0/16 and
 	// fd00:10:96::/112).
 	ServiceCIDR string
+	// AdminIdentity runs the components as test users in system:masters
+	// instead of as their own ServiceAccounts bound by deploy/'s RBAC.
+	AdminIdentity bool
 	// RootLink names a veth that joins the root namespace to the lab so the
 	// machine's shell reaches the virtual IPs; empty: no link (tests).
 	RootLink string
@@ -52,6 +55,9 @@ type Options struct {
 	HealthInterval, HealthTimeout time.Duration
 	// ExtraAgentArgs and ExtraCCMArgs are appended to the flags.
 	ExtraAgentArgs, ExtraCCMArgs []string
+	// AgentArgs, when set, returns more flags for the agent of LB host i,
+	// appended after ExtraAgentArgs (the hosts exist when it is called).
+	AgentArgs func(e *Env, i int) []string
 
 	// Logf receives progress lines (default: none).
 	Logf func(format string, args ...any)
