@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +33,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/agent"
@@ -68,7 +72,7 @@ const excludeFromLB = corev1.LabelNodeExcludeBalancers
 // TestComponentsWorkWithTheirRules shows the rules are enough: the real
 // controller manager, with the Deployment's own arguments, and the agent,
 // each with a token of its ServiceAccount and nothing but deploy/'s RBAC,
-// do their whole job — install the CRD, lead, initialise, taint and delete
+// do their whole job — install the CRDs, lead, initialise, taint and delete
 // Nodes, give a Service an address and take it back, answer probes, check
 // scrapers through delegated authentication and authorization, write
 // LoadBalancer status — and the controller manager logs no "forbidden".
@@ -79,9 +83,14 @@ func TestComponentsWorkWithTheirRules(t *testing.T) {
 	ctx := t.Context()
 	admin := cp.Client()
 
-	// Everything but the CRD: the controller manager installs it itself.
+	// Everything but the CRDs: the controller manager installs them itself.
+	var crds []string
 	install := slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool {
-		return o.GetKind() == "CustomResourceDefinition"
+		if o.GetKind() != "CustomResourceDefinition" {
+			return false
+		}
+		crds = append(crds, o.GetName())
+		return true
 	})
 	if err := applyAll(t, cp, install); err != nil {
 		t.Fatal(err)
@@ -115,8 +124,8 @@ func TestComponentsWorkWithTheirRules(t *testing.T) {
 		}
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", err
 	})
-	waitFor(t, "the controller manager to install the CRD", 60*time.Second, func() (bool, error) {
-		_, err := cp.Kubectl(ctx, "get", "crd", "loadbalancers.groundcloud.io")
+	waitFor(t, "the controller manager to install the CRDs", 60*time.Second, func() (bool, error) {
+		_, err := cp.Kubectl(ctx, append([]string{"get", "crd"}, crds...)...)
 		return err == nil, nil
 	})
 
@@ -173,8 +182,9 @@ func TestComponentsWorkWithTheirRules(t *testing.T) {
 		})
 	})
 
+	// The agent runs from here to the end, seeing the Service come and go.
+	runAgent(t, agentKubeconfig, "lb-1")
 	t.Run("agent status", func(t *testing.T) {
-		runAgent(t, agentKubeconfig, "lb-1")
 		dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +233,6 @@ func TestComponentsWorkWithTheirRules(t *testing.T) {
 			return err != nil && strings.Contains(err.Error(), "NotFound"), nil
 		})
 	})
-
 }
 
 // controllerManager is a running groundcloud-controller-manager.
@@ -351,7 +360,8 @@ func (cm *controllerManager) forbidden() []string {
 
 // runAgent runs the agent in this process as host, with the
 // ServiceAccount's kubeconfig and a data plane and addresses that only
-// pretend: what is tested is its use of the API.
+// pretend: what is tested is its use of the API. Its log (client-go's
+// informer logs through it too) must not say "forbidden".
 func runAgent(t *testing.T, kubeconfig, host string) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -372,7 +382,9 @@ func runAgent(t *testing.T, kubeconfig, host string) {
 		MaxSync:      time.Second,
 		AnnounceEach: time.Hour,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
+	log := &lockedBuffer{}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log), textlogger.Verbosity(2)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
@@ -380,7 +392,37 @@ func runAgent(t *testing.T, kubeconfig, host string) {
 		if err := <-done; err != nil {
 			t.Errorf("agent: %v", err)
 		}
+		var refused []string
+		for line := range strings.Lines(log.String()) {
+			if forbiddenLine.MatchString(line) {
+				refused = append(refused, strings.TrimSpace(line))
+			}
+		}
+		if len(refused) > 0 {
+			t.Errorf("the agent was refused something:\n%s", strings.Join(refused, "\n"))
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", log.String())
+		}
 	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type pretendDataPlane struct{}
