@@ -50,8 +50,10 @@ func TestNodeInitialisation(t *testing.T) {
 	cl := startCluster(t, inventoryConfig)
 
 	createKubeletNode(t, cl.client, "web-1", v1.ConditionUnknown)
+	// The cloud-node controller writes the spec (providerID, labels, taint)
+	// and then, in a second request, the addresses.
 	node := waitNode(t, cl.client, "web-1", "initialised", func(n *v1.Node) bool {
-		return n.Spec.ProviderID != "" && !hasTaint(n, cloudapi.TaintExternalCloudProvider)
+		return n.Spec.ProviderID != "" && !hasTaint(n, cloudapi.TaintExternalCloudProvider) && len(n.Status.Addresses) > 0
 	})
 
 	if got, want := node.Spec.ProviderID, "groundcloud://home/web-1"; got != want {
