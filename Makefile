@@ -1,5 +1,5 @@
 # groundcloud — an index over small scripts in hack/.
-.PHONY: all build deps demo demo-down test test-unit test-e2e lint generate tools fuzz
+.PHONY: all build deps demo demo-down test test-unit test-e2e lint generate tools fuzz bench
 
 all: build
 
@@ -37,3 +37,6 @@ generate:         ## regenerate deepcopy code and CRD manifests
 
 fuzz:             ## run each fuzz target for FUZZTIME (default 30s)
 	hack/fuzz.sh
+
+bench: deps       ## benchmarks (not pass/fail): print BENCH lines, rewrite their docs/benchmarks.md sections (root)
+	hack/bench.sh

@@ -3,25 +3,31 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/membership"
 )
 
 // Owner decides which virtual IPs this host holds. With one agent it holds
-// every address; with several, membership decides (a later change).
+// every address (AllAddresses); with several, membership decides (a
+// Cluster, --vip-ownership=memberlist); NoAddresses leaves them to another
+// program.
 type Owner interface {
 	Owns(addr netip.Addr) bool
 }
@@ -57,6 +63,15 @@ type Config struct {
 	MinSync      time.Duration // at most one sync per MinSync
 	MaxSync      time.Duration // a full check at least every MaxSync
 	AnnounceEach time.Duration // re-announce held addresses this often
+
+	// Cluster, when set, shares the addresses with other hosts and is the
+	// Owner (Owner may then be nil); see cluster.go.
+	Cluster Cluster
+	// Events records split brains (nil: none).
+	Events record.EventRecorder
+	// Conntrack forgets flows to addresses this host takes over (nil:
+	// never); see forgetGained.
+	Conntrack Forgetter
 }
 
 // Agent is one load-balancer host's agent.
@@ -67,10 +82,17 @@ type Agent struct {
 	lister   lbapi.Lister
 	checker  *health.Checker
 	runner   *dataplane.Runner
+
+	reannounce atomic.Bool // announce held addresses after the next sync
+	looseOnce  sync.Once
+	held       map[netip.Addr]bool // owned after the last sync; used by sync only
 }
 
 // New builds an agent; it starts nothing.
 func New(cfg Config) *Agent {
+	if cfg.Cluster != nil && cfg.Owner == nil {
+		cfg.Owner = cfg.Cluster
+	}
 	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic)}
 	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
 	a.lister = lbapi.NewLister(a.informer)
@@ -104,10 +126,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.checker.Run(runCtx) })
 	wg.Go(func() { a.runner.Run(runCtx) })
 	wg.Go(func() { a.announce(runCtx) })
+	clusterErr := make(chan error, 1)
+	if a.cfg.Cluster != nil {
+		wg.Go(func() { clusterErr <- a.cfg.Cluster.Run(runCtx, a.clusterHooks(runCtx)) })
+	}
 	a.runner.Request()
 	logger.Info("Agent running", "host", a.cfg.Host)
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-clusterErr:
+		if err != nil {
+			return fmt.Errorf("membership: %w", err)
+		}
+		<-ctx.Done()
+		return nil
+	}
 }
 
 // onUpdate ignores changes that leave the spec alone: status writes (ours
@@ -155,15 +189,25 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.cfg.DataPlane.ForceFullSync()
 	}
 
+	if a.cfg.Cluster != nil {
+		a.cfg.Cluster.Observe(a.observation(lbs, plan, syncErr))
+		if syncErr == nil {
+			a.looseOnce.Do(func() { checkLoosePickup(logger) })
+		}
+	}
 	var owned []netip.Addr
 	for _, vip := range plan.VIPs {
 		if a.cfg.Owner.Owns(vip) {
 			owned = append(owned, vip)
 		}
 	}
+	a.forgetGained(ctx, owned)
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
 	if addrErr != nil {
 		logger.Error(addrErr, "Cannot set virtual IPs")
+	}
+	if a.reannounce.Swap(false) {
+		a.cfg.Addresses.Announce(ctx)
 	}
 	a.report(ctx, lbs, owned, errors.Join(syncErr, addrErr))
 	return errors.Join(syncErr, addrErr)
@@ -172,8 +216,13 @@ func (a *Agent) sync(ctx context.Context) error {
 // report writes each LoadBalancer's status where it changed.
 func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error) {
 	now := metav1.Now()
+	var member *membership.Status
+	if a.cfg.Cluster != nil {
+		st := a.cfg.Cluster.Status()
+		member = &st
+	}
 	for _, lb := range lbs {
-		r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed"}
+		r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed", Member: member}
 		if syncErr != nil {
 			r.Message = syncErr.Error()
 		}

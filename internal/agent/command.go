@@ -23,6 +23,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
@@ -35,6 +36,9 @@ type Options struct {
 	MinSync, MaxSync   time.Duration
 	AnnounceEach       time.Duration
 	MetricsBindAddress string
+	// Ownership is --vip-ownership; Membership configures memberlist.
+	Ownership  string
+	Membership membership.Options
 }
 
 // NewOptions returns the defaults.
@@ -50,6 +54,8 @@ func NewOptions() *Options {
 		MaxSync:            30 * time.Second,
 		AnnounceEach:       10 * time.Second,
 		MetricsBindAddress: "127.0.0.1:10263",
+		Ownership:          OwnershipAll,
+		Membership:         membership.NewOptions(),
 	}
 }
 
@@ -71,6 +77,7 @@ func (o *Options) Validate() error {
 	if o.AnnounceEach <= 0 {
 		errs = append(errs, errors.New("--announce-interval must be > 0"))
 	}
+	errs = append(errs, o.validateOwnership())
 	return errors.Join(errs...)
 }
 
@@ -108,6 +115,8 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.MaxSync, "max-sync-interval", o.MaxSync, "most time between two data plane syncs")
 	fs.DurationVar(&o.AnnounceEach, "announce-interval", o.AnnounceEach, "how often held virtual IPs are re-announced (gratuitous ARP, unsolicited NA)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics and /healthz; empty disables")
+	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
+	o.Membership.AddFlags(fs)
 	logsapi.AddFlags(logOptions, fs)
 	return cmd
 }
@@ -142,12 +151,19 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := dataplane.CheckHost(); err != nil {
 		logger.Error(err, "Host settings the data plane needs are off; forwarding may fail")
 	}
+	own, err := o.ownership(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	a := New(Config{
 		Host:         o.Host,
 		Dynamic:      dyn,
 		DataPlane:    dataplane.NewSyncer(ip4, ip6, dataplane.NetlinkConntrack{}),
 		Addresses:    vip.New(o.Interface, logger.WithName("vip")),
-		Owner:        AllAddresses{},
+		Owner:        own.Owner,
+		Cluster:      own.Cluster,
+		Events:       own.Events,
+		Conntrack:    own.Conntrack,
 		Health:       o.Health,
 		MinSync:      o.MinSync,
 		MaxSync:      o.MaxSync,

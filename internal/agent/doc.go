@@ -5,7 +5,8 @@
 //
 // translate.go is pure (objects + health -> data plane state, probe targets,
 // addresses to hold, status); agent.go is the loop that talks to the
-// apiserver and the kernel. The agent keeps forwarding with its last known
+// apiserver and the kernel; cluster.go connects it to internal/membership
+// when several agents share the addresses. The agent keeps forwarding with its last known
 // state while the apiserver is unreachable. It must never touch nftables
 // tables or addresses it did not create.
 package agent

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/membership"
 )
 
 // Reasons of the conditions the agent writes.
@@ -22,6 +23,8 @@ type hostReport struct {
 	Programmed bool
 	Message    string
 	Held       []netip.Addr // the LoadBalancer's addresses this host holds
+	// Member is this host's standing among several (nil: a lone agent).
+	Member *membership.Status
 }
 
 // desiredStatus returns the status fields this host owns for lb, and
@@ -30,8 +33,12 @@ type hostReport struct {
 func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1alpha1.LoadBalancerStatus, bool) {
 	gen := lb.Generation
 	programmed := condition(v1alpha1.ConditionProgrammed, r.Programmed, gen, r.Message, now, hostConditions(lb, r.Host))
+	conds := []metav1.Condition{programmed}
+	if r.Member != nil {
+		conds = append(conds, memberCondition(*r.Member, gen, now, hostConditions(lb, r.Host)))
+	}
 	st := v1alpha1.LoadBalancerStatus{
-		Hosts: []v1alpha1.HostStatus{{Name: r.Host, Conditions: []metav1.Condition{programmed}}},
+		Hosts: []v1alpha1.HostStatus{{Name: r.Host, Conditions: conds}},
 	}
 	for _, a := range r.Held {
 		st.Addresses = append(st.Addresses, v1alpha1.AddressStatus{Address: a.String(), Host: r.Host})

@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/membership"
+)
+
+// Values of --vip-ownership.
+const (
+	// OwnershipAll: this host holds every address (a lone load-balancer host).
+	OwnershipAll = "all"
+	// OwnershipMemberlist: the agents gossip and share the addresses
+	// (internal/membership).
+	OwnershipMemberlist = "memberlist"
+	// OwnershipNone: another program (keepalived, a BGP speaker) holds the
+	// addresses; this agent only programs forwarding.
+	OwnershipNone = "none"
+)
+
+// Cluster is an agent's membership among several load-balancer hosts that
+// share the virtual IPs; *membership.Cluster implements it. It is also the
+// agent's Owner.
+type Cluster interface {
+	Owner
+	// Run takes part in the cluster until ctx ends.
+	Run(ctx context.Context, hooks membership.Hooks) error
+	// Observe gives it what a sync learned; the Owns calls after it see
+	// the result.
+	Observe(o membership.Observation)
+	// Status is this host's standing, for LoadBalancer status.
+	Status() membership.Status
+}
+
+// NoAddresses is the Owner of an agent whose addresses another program
+// holds: it holds none.
+type NoAddresses struct{}
+
+// Owns is always false.
+func (NoAddresses) Owns(netip.Addr) bool { return false }
+
+// ConditionMember is the type of the condition in status.hosts that says
+// whether the host may hold addresses (status True when it is Ready), why
+// not (reason: its membership.State), and its gossip address (message),
+// from which the other agents find it.
+const ConditionMember = "Member"
+
+const gossipPrefix = "gossip address "
+
+// memberCondition is this host's Member condition.
+func memberCondition(s membership.Status, gen int64, now metav1.Time, existing []metav1.Condition) metav1.Condition {
+	c := metav1.Condition{
+		Type: ConditionMember, Status: metav1.ConditionFalse, Reason: string(s.State),
+		ObservedGeneration: gen, LastTransitionTime: now, Message: gossipPrefix + s.Address,
+	}
+	if s.State == membership.StateReady {
+		c.Status = metav1.ConditionTrue
+	}
+	if s.Problem != "" {
+		c.Message += "; " + s.Problem
+	}
+	if old := meta.FindStatusCondition(existing, ConditionMember); old != nil && old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
+}
+
+// gossipPeers returns the gossip addresses other hosts published in the
+// status of lbs.
+func gossipPeers(lbs []*v1alpha1.LoadBalancer, self string) []string {
+	var out []string
+	for _, lb := range lbs {
+		for _, h := range lb.Status.Hosts {
+			c := meta.FindStatusCondition(h.Conditions, ConditionMember)
+			if h.Name == self || c == nil {
+				continue
+			}
+			rest, ok := strings.CutPrefix(c.Message, gossipPrefix)
+			addr, _, _ := strings.Cut(rest, ";")
+			if ap, err := netip.ParseAddrPort(strings.TrimSpace(addr)); ok && err == nil {
+				out = append(out, ap.String())
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// observation is what a sync tells the cluster.
+func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr error) membership.Observation {
+	reachable := len(plan.Targets) == 0
+	for _, t := range plan.Targets {
+		if a.checker.Healthy(t) {
+			reachable = true
+			break
+		}
+	}
+	return membership.Observation{
+		VIPs: plan.VIPs, DataPlaneErr: syncErr, NodesReachable: reachable,
+		Peers: gossipPeers(lbs, a.cfg.Host),
+	}
+}
+
+func (a *Agent) clusterHooks(ctx context.Context) membership.Hooks {
+	return membership.Hooks{
+		Sync: func(announce bool) {
+			if announce {
+				a.reannounce.Store(true)
+			}
+			a.runner.Request()
+		},
+		Announce: func() { a.cfg.Addresses.Announce(ctx) },
+		Conflict: func(c membership.Conflict) { a.recordConflict(c) },
+	}
+}
+
+// recordConflict raises an Event on each Service (or LoadBalancer, when it
+// has no Service owner) whose address is in a split brain.
+func (a *Agent) recordConflict(c membership.Conflict) {
+	if a.cfg.Events == nil {
+		return
+	}
+	lbs, err := a.lister.List()
+	if err != nil {
+		return
+	}
+	other := "MAC " + c.MAC + " (no known agent)"
+	if c.Host != "" {
+		other = "host " + c.Host + " (" + c.MAC + ")"
+	}
+	how := "its kernel still holds it, its agent does not claim it"
+	if c.Active {
+		how = "its agent claims it and gossip between the two is cut"
+	}
+	for _, lb := range lbs {
+		if !slices.Contains(lb.Spec.Addresses, c.VIP.String()) {
+			continue
+		}
+		ref := eventTarget(lb)
+		switch c.Action {
+		case membership.ActionDefend:
+			a.cfg.Events.Eventf(ref, corev1.EventTypeWarning, "SplitBrain",
+				"%s is also answered by %s: %s; %s keeps it and announces it", c.VIP, other, how, a.cfg.Host)
+		case membership.ActionYield:
+			a.cfg.Events.Eventf(ref, corev1.EventTypeWarning, "SplitBrain",
+				"%s is also answered by %s: %s; %s withdraws it, %s wins the tie-break", c.VIP, other, how, a.cfg.Host, c.Host)
+		default:
+			a.cfg.Events.Eventf(ref, corev1.EventTypeNormal, "SplitBrainResolved",
+				"%s is answered by one host again (seen from %s)", c.VIP, a.cfg.Host)
+		}
+	}
+}
+
+// eventTarget is the Service owning lb, or lb itself.
+func eventTarget(lb *v1alpha1.LoadBalancer) *corev1.ObjectReference {
+	for _, o := range lb.OwnerReferences {
+		if o.Kind == "Service" && o.APIVersion == "v1" {
+			return &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: lb.Namespace, Name: o.Name, UID: o.UID}
+		}
+	}
+	return &corev1.ObjectReference{
+		Kind: "LoadBalancer", APIVersion: v1alpha1.SchemeGroupVersion.String(),
+		Namespace: lb.Namespace, Name: lb.Name, UID: lb.UID,
+	}
+}
+
+// checkLoosePickup says whether conntrack picks up established TCP
+// connections, which they need to survive a failover to this host. It
+// runs after the first sync: the sysctl exists once nf_conntrack is loaded.
+func checkLoosePickup(logger klog.Logger) {
+	b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_tcp_loose")
+	switch {
+	case err != nil:
+		logger.Error(err, "Cannot check that conntrack picks up established TCP connections; they may not survive a failover")
+	case strings.TrimSpace(string(b)) != "1":
+		logger.Error(nil, "Established TCP connections will not survive a failover to this host: net.netfilter.nf_conntrack_tcp_loose is 0; set it to 1 on every load-balancer host")
+	default:
+		logger.Info("Conntrack picks up established TCP connections (net.netfilter.nf_conntrack_tcp_loose=1): they survive a failover")
+	}
+}
+
+// vipOwnership is what --vip-ownership asks for.
+type vipOwnership struct {
+	Owner     Owner
+	Cluster   Cluster              // memberlist only
+	Events    record.EventRecorder // memberlist only
+	Conntrack Forgetter            // memberlist only
+}
+
+// ownership builds the Owner, and for memberlist the Cluster, an event
+// recorder (stopped when ctx ends) and the conntrack cleaner of takeovers.
+func (o *Options) ownership(ctx context.Context, cfg *rest.Config) (vipOwnership, error) {
+	switch o.Ownership {
+	case OwnershipNone:
+		return vipOwnership{Owner: NoAddresses{}}, nil
+	case OwnershipMemberlist:
+	default:
+		return vipOwnership{Owner: AllAddresses{}}, nil
+	}
+	mcfg, err := o.Membership.Config(o.Host, o.Interface)
+	if err != nil {
+		return vipOwnership{}, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return vipOwnership{}, fmt.Errorf("client: %w", err)
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	context.AfterFunc(ctx, b.Shutdown)
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "groundcloud-agent", Host: o.Host})
+	membership.RegisterMetrics()
+	c := membership.New(mcfg)
+	return vipOwnership{Owner: c, Cluster: c, Events: rec, Conntrack: ConntrackForgetter{}}, nil
+}
+
+// validateOwnership reports problems of --vip-ownership and its options.
+func (o *Options) validateOwnership() error {
+	switch o.Ownership {
+	case OwnershipAll, OwnershipNone:
+		return nil
+	case OwnershipMemberlist:
+		return o.Membership.Validate()
+	}
+	return fmt.Errorf("--vip-ownership %q: want %s, %s or %s", o.Ownership, OwnershipAll, OwnershipMemberlist, OwnershipNone)
+}

@@ -1,0 +1,444 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"k8s.io/klog/v2"
+)
+
+// Config is what a Cluster needs; Options.Config builds it.
+type Config struct {
+	// Name is this host's member name: its --host-name, unique among agents.
+	Name string
+	// Interface faces clients: its state is part of this host's health,
+	// its MAC identifies the host in ARP, its first address is the default
+	// gossip address, and conflicts are watched on it.
+	Interface string
+	// BindHost and BindPort are the gossip address; an empty BindHost means
+	// the first address of Interface that is not a virtual IP.
+	BindHost string
+	BindPort int
+	// Seeds are host:port addresses to join.
+	Seeds []string
+	// Key encrypts and authenticates gossip (AES, 16, 24 or 32 bytes).
+	Key                         []byte
+	ProbeInterval, ProbeTimeout time.Duration
+	SuspicionMult               int
+	HoldDown                    time.Duration
+	ConflictProbeInterval       time.Duration
+}
+
+// Observation is what the agent learned about itself and from the API in
+// one sync.
+type Observation struct {
+	// VIPs are every virtual IP of every LoadBalancer.
+	VIPs []netip.Addr
+	// DataPlaneErr is the last data plane sync's error (nil: the table is
+	// in place and current).
+	DataPlaneErr error
+	// NodesReachable: some node answers its health check, or there is none
+	// to check.
+	NodesReachable bool
+	// Peers are gossip addresses (host:port) other agents published in
+	// LoadBalancer status.
+	Peers []string
+}
+
+// Hooks are how a Cluster tells its agent what to do. They are called from
+// the Cluster's goroutines and must not block.
+type Hooks struct {
+	// Sync: ownership may have changed; announce: also announce every held
+	// address again after the sync (a member came back, and another host may
+	// have announced addresses this host holds).
+	Sync func(announce bool)
+	// Announce every held address again now (defending against another
+	// host that answers for one).
+	Announce func()
+	// Conflict reports a split brain that started, changed or ended.
+	Conflict func(Conflict)
+}
+
+// Status is this host's standing, for LoadBalancer status.
+type Status struct {
+	State State
+	// Problem says why the host is unhealthy ("" when it is not).
+	Problem string
+	// Address is the gossip address, host:port ("" before Run binds it).
+	Address string
+}
+
+// Cluster is this host's membership among the agents sharing the virtual
+// IPs: it gossips with them (hashicorp/memberlist), decides this host's
+// State, tells which addresses it owns and watches the link for another
+// host answering for them. New only constructs; Run does the work.
+type Cluster struct {
+	cfg  Config
+	kick chan struct{} // capacity 1: evaluate again
+
+	mu         sync.Mutex
+	observed   bool
+	obs        Observation
+	vip4       map[netip.Addr]bool // the IPv4 ones of obs.VIPs
+	linkUp     bool
+	joined     bool
+	ready      *readiness
+	published  State             // the State others were last told
+	peers      map[string]Member // alive (or suspect) members but this host, by name
+	macs       map[string]string // MAC -> member name, of every member ever seen
+	known      map[string]bool   // gossip addresses to join when they are not members
+	joining    map[string]bool   // joins in flight
+	cands      []string          // members that own addresses, sorted
+	suppressed map[netip.Addr]bool
+	conflicts  *conflicts
+	addr       string // our gossip address, host:port
+	mac        string
+	newPeer    bool // a member joined since the last evaluation
+}
+
+// New returns a Cluster; it touches nothing until Run.
+func New(cfg Config) *Cluster {
+	c := &Cluster{
+		cfg:        cfg,
+		kick:       make(chan struct{}, 1),
+		ready:      newReadiness(cfg.HoldDown),
+		published:  StateStarting,
+		peers:      map[string]Member{},
+		macs:       map[string]string{},
+		known:      map[string]bool{},
+		joining:    map[string]bool{},
+		suppressed: map[netip.Addr]bool{},
+		conflicts:  newConflicts(cfg.ConflictProbeInterval),
+		linkUp:     true,
+	}
+	for _, s := range cfg.Seeds {
+		c.known[s] = true
+	}
+	return c
+}
+
+// Owns reports whether this host holds vip now: it is Ready, rendezvous
+// hashing over the Ready members gives it vip, and it does not yield vip
+// in a split brain.
+func (c *Cluster) Owns(vip netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vip = vip.Unmap()
+	return !c.suppressed[vip] && Owner(vip, c.cands) == c.cfg.Name
+}
+
+// Observe takes what the agent learned in a sync and updates this host's
+// State at once, so that the Owns calls of the same sync see it.
+func (c *Cluster) Observe(o Observation) {
+	up, err := linkIsUp(c.cfg.Interface)
+	c.mu.Lock()
+	c.obs = Observation{
+		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
+	}
+	c.observed = true
+	c.vip4 = map[netip.Addr]bool{}
+	for _, v := range o.VIPs {
+		if v.Unmap().Is4() {
+			c.vip4[v.Unmap()] = true
+		}
+	}
+	if err == nil {
+		c.linkUp = up
+	}
+	for _, p := range o.Peers {
+		if p != c.addr {
+			c.known[p] = true
+		}
+	}
+	c.evaluate(time.Now())
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
+// Status returns this host's standing.
+func (c *Cluster) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Status{State: c.ready.state, Problem: c.problem(), Address: c.addr}
+}
+
+// problem says why this host may not hold addresses; c.mu is held.
+func (c *Cluster) problem() string {
+	switch {
+	case !c.observed:
+		return "no data plane sync yet"
+	case c.obs.DataPlaneErr != nil:
+		return "data plane not programmed: " + c.obs.DataPlaneErr.Error()
+	case !c.linkUp:
+		return "interface " + c.cfg.Interface + " is down"
+	case !c.obs.NodesReachable:
+		return "no node answers its health check"
+	}
+	return ""
+}
+
+// evaluate updates this host's State and the owners; c.mu is held. It
+// reports whether the owners changed.
+func (c *Cluster) evaluate(now time.Time) bool {
+	peers := make([]Member, 0, len(c.peers))
+	for _, p := range c.peers {
+		peers = append(peers, p)
+	}
+	c.ready.update(now, Health{Joined: c.joined, Problem: c.problem()}, len(peers) > 0)
+	cands := candidates(c.cfg.Name, c.ready.state, peers)
+	changed := !slices.Equal(cands, c.cands)
+	c.cands = cands
+	return changed
+}
+
+// Run gossips, keeps this host's State and watches for conflicts until ctx
+// ends; then it leaves the cluster, so that the others take over at once.
+func (c *Cluster) Run(ctx context.Context, hooks Hooks) error {
+	logger := klog.FromContext(ctx).WithName("membership")
+	ctx = klog.NewContext(ctx, logger)
+	ifc, err := resolveInterface(c.cfg.Interface, c.cfg.BindHost)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.addr = net.JoinHostPort(ifc.bind.String(), strconv.Itoa(c.cfg.BindPort))
+	c.mac = ifc.mac.String()
+	delete(c.known, c.addr)
+	c.mu.Unlock()
+	ml, err := memberlist.Create(c.memberlistConfig(ifc.bind, logger))
+	if err != nil {
+		return fmt.Errorf("start gossip on %s: %w", c.addr, err)
+	}
+	defer func() {
+		if err := ml.Leave(time.Second); err != nil {
+			logger.Error(err, "Cannot announce leaving the cluster; the others detect it")
+		}
+		_ = ml.Shutdown()
+		logger.Info("Left the cluster")
+	}()
+	logger.Info("Gossiping", "address", c.addr, "seeds", c.cfg.Seeds)
+
+	if !c.waitObserved(ctx) {
+		return nil
+	}
+	c.initialJoin(ctx, ml)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if ifc.mac != nil {
+		wg.Go(func() { c.guard(ctx, hooks, ifc) })
+	} else {
+		logger.Info("Interface has no Ethernet address; split brains are not detected", "interface", c.cfg.Interface)
+	}
+	c.loop(ctx, ml, hooks)
+	return nil
+}
+
+// waitObserved waits for the first Observe, which brings the peers found
+// in the API: joining before that could make a restarted host believe it
+// is alone.
+func (c *Cluster) waitObserved(ctx context.Context) bool {
+	for {
+		c.mu.Lock()
+		ok := c.observed
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.kick:
+		}
+	}
+}
+
+// initialJoin tries every known address at once and waits for the answers
+// (each bounded by the TCP timeout), then counts this host as joined.
+func (c *Cluster) initialJoin(ctx context.Context, ml *memberlist.Memberlist) {
+	var wg sync.WaitGroup
+	for _, a := range c.joinTargets() {
+		wg.Go(func() { c.join(ctx, ml, a) })
+	}
+	wg.Wait()
+	c.mu.Lock()
+	c.joined = true
+	n := len(c.peers)
+	c.mu.Unlock()
+	klog.FromContext(ctx).Info("Joined the cluster", "members", n+1)
+	signal(c.kick)
+}
+
+// joinTargets are the known addresses that are neither members now nor
+// being joined.
+func (c *Cluster) joinTargets() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	member := map[string]bool{}
+	for _, p := range c.peers {
+		member[p.Addr] = true
+	}
+	var out []string
+	for a := range c.known {
+		if !member[a] && !c.joining[a] && a != c.addr {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (c *Cluster) join(ctx context.Context, ml *memberlist.Memberlist, addr string) {
+	c.mu.Lock()
+	c.joining[addr] = true
+	c.mu.Unlock()
+	_, err := ml.Join([]string{addr})
+	c.mu.Lock()
+	delete(c.joining, addr)
+	c.mu.Unlock()
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Cannot join", "address", addr, "err", err)
+	}
+}
+
+// loop evaluates on every change and once a second, when it also rejoins
+// known addresses that are not members (after a partition, memberlist
+// alone never reconnects) and reads the interface's state.
+func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hooks) {
+	logger := klog.FromContext(ctx)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var wake *time.Timer
+	for {
+		var wakeC <-chan time.Time
+		c.mu.Lock()
+		if w := c.ready.wake(); !w.IsZero() {
+			wake = time.NewTimer(time.Until(w))
+			wakeC = wake.C
+		}
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.kick:
+		case <-wakeC:
+		case <-tick.C:
+			if up, err := linkIsUp(c.cfg.Interface); err == nil {
+				c.mu.Lock()
+				c.linkUp = up
+				c.mu.Unlock()
+			}
+			for _, a := range c.joinTargets() {
+				go c.join(ctx, ml, a)
+			}
+		}
+		if wake != nil {
+			wake.Stop()
+			wake = nil
+		}
+		c.mu.Lock()
+		changed := c.evaluate(time.Now())
+		announce := c.newPeer
+		c.newPeer = false
+		state, publish := c.ready.state, c.ready.state != c.published
+		c.published = state
+		problem, cands, peers := c.problem(), slices.Clone(c.cands), len(c.peers)
+		c.mu.Unlock()
+		if publish {
+			logger.Info("Member state changed", "state", state, "problem", problem, "owners", cands)
+			if err := ml.UpdateNode(time.Second); err != nil {
+				logger.V(2).Info("Member state not yet gossiped", "err", err)
+			}
+		}
+		if changed || announce {
+			logger.V(2).Info("Owners changed", "owners", cands, "members", peers+1)
+			hooks.Sync(announce)
+		}
+		c.recordMetrics()
+	}
+}
+
+func (c *Cluster) memberlistConfig(bind netip.Addr, logger klog.Logger) *memberlist.Config {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = c.cfg.Name
+	mc.BindAddr, mc.BindPort = bind.String(), c.cfg.BindPort
+	mc.AdvertiseAddr, mc.AdvertisePort = bind.String(), c.cfg.BindPort
+	mc.Label = "groundcloud-agent"
+	mc.SecretKey = c.cfg.Key // GossipVerifyIncoming/Outgoing stay on: plain text is refused
+	mc.ProbeInterval, mc.ProbeTimeout = c.cfg.ProbeInterval, c.cfg.ProbeTimeout
+	mc.SuspicionMult = c.cfg.SuspicionMult
+	mc.SuspicionMaxTimeoutMult = 3
+	// Suspicions and deaths spread within a gossip round or two.
+	mc.GossipInterval = c.cfg.ProbeInterval / 2
+	mc.GossipToTheDeadTime = 10 * time.Second
+	mc.PushPullInterval = 15 * time.Second
+	mc.TCPTimeout = 2 * time.Second
+	// A host back with another address is accepted after this long.
+	mc.DeadNodeReclaimTime = 5 * time.Second
+	mc.Delegate = delegate{c}
+	mc.Events = events{c}
+	mc.Logger = newStdLogger(logger)
+	return mc
+}
+
+// delegate gives memberlist this host's metadata.
+type delegate struct{ c *Cluster }
+
+func (d delegate) NodeMeta(int) []byte {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return encodeMeta(meta{State: d.c.ready.state, MAC: d.c.mac})
+}
+func (delegate) NotifyMsg([]byte)                {}
+func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (delegate) LocalState(bool) []byte          { return nil }
+func (delegate) MergeRemoteState([]byte, bool)   {}
+
+// events keeps the member view. memberlist calls it under its own locks:
+// it must not call memberlist.
+type events struct{ c *Cluster }
+
+func (e events) NotifyJoin(n *memberlist.Node)   { e.c.memberUp(n, true) }
+func (e events) NotifyUpdate(n *memberlist.Node) { e.c.memberUp(n, false) }
+func (e events) NotifyLeave(n *memberlist.Node)  { e.c.memberDown(n) }
+
+func (c *Cluster) memberUp(n *memberlist.Node, joined bool) {
+	if n.Name == c.cfg.Name {
+		return
+	}
+	m, err := decodeMeta(n.Meta)
+	addr := net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+	c.mu.Lock()
+	if err != nil {
+		klog.Background().V(2).Info("Member with unreadable metadata is never an owner", "member", n.Name, "err", err)
+	}
+	c.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr}
+	if m.MAC != "" {
+		c.macs[m.MAC] = n.Name
+	}
+	c.known[addr] = true
+	c.newPeer = c.newPeer || joined
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
+func (c *Cluster) memberDown(n *memberlist.Node) {
+	c.mu.Lock()
+	delete(c.peers, n.Name)
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
+// signal wakes the receiver of a capacity-1 channel without blocking.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,41 @@
+package membership
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// metaVersion is the version of the metadata layout.
+const metaVersion = 1
+
+// meta is what a member publishes about itself in its gossip node metadata
+// (memberlist limits it to 512 bytes).
+type meta struct {
+	Version int    `json:"v"`
+	State   State  `json:"state"`
+	MAC     string `json:"mac,omitempty"`
+}
+
+func encodeMeta(m meta) []byte {
+	m.Version = metaVersion
+	b, _ := json.Marshal(m) // cannot fail: strings and an int
+	return b
+}
+
+// decodeMeta reads another member's metadata; a member whose metadata
+// cannot be read is treated as Starting (never an owner).
+func decodeMeta(b []byte) (meta, error) {
+	var m meta
+	if len(b) == 0 {
+		return meta{State: StateStarting}, nil
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return meta{State: StateStarting}, fmt.Errorf("gossip metadata: %w", err)
+	}
+	switch m.State {
+	case StateStarting, StateUnhealthy, StateHoldDown, StateReady:
+	default:
+		return meta{State: StateStarting, MAC: m.MAC}, fmt.Errorf("gossip metadata: unknown state %q", m.State)
+	}
+	return m, nil
+}

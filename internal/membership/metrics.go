@@ -1,0 +1,58 @@
+package membership
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	members = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "membership",
+		Name:           "members",
+		Help:           "Agents this host sees in the cluster, itself included, by state (Starting, Unhealthy, HoldDown, Ready).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"state"})
+	splitBrains = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "membership",
+		Name:           "split_brains_total",
+		Help:           "Virtual IPs found answered by another host too, by what this host did (Defend: kept and announced it, Yield: withdrew it).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"action"})
+	conflictsNow = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "membership",
+		Name:           "split_brains",
+		Help:           "Virtual IPs this host owns that another host answers for now.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
+
+// RegisterMetrics registers this package's metrics, once.
+func RegisterMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(members, splitBrains, conflictsNow) })
+}
+
+func recordConflict(c Conflict) {
+	if c.Action != ActionNone {
+		splitBrains.WithLabelValues(string(c.Action)).Inc()
+	}
+}
+
+func setConflicts(n int) { conflictsNow.Set(float64(n)) }
+
+func (c *Cluster) recordMetrics() {
+	c.mu.Lock()
+	count := map[State]int{c.ready.state: 1}
+	for _, p := range c.peers {
+		count[p.State]++
+	}
+	c.mu.Unlock()
+	for _, s := range []State{StateStarting, StateUnhealthy, StateHoldDown, StateReady} {
+		members.WithLabelValues(string(s)).Set(float64(count[s]))
+	}
+}

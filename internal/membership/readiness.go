@@ -1,0 +1,111 @@
+package membership
+
+import (
+	"slices"
+	"time"
+)
+
+// State is how a member stands towards holding addresses. Each member
+// decides its own State and publishes it in its gossip metadata; every
+// member computes ownership over the Ready ones.
+type State string
+
+// The states of a member.
+const (
+	// StateStarting: it has not yet tried to join the others.
+	StateStarting State = "Starting"
+	// StateUnhealthy: its data plane is not programmed, its interface is
+	// down or it reaches no node; it holds no address.
+	StateUnhealthy State = "Unhealthy"
+	// StateHoldDown: healthy again after being unhealthy or starting, with
+	// other members around; it waits HoldDown before taking its share back,
+	// so that a flapping host moves no address and a host cut off from the
+	// others rejoins them before it claims anything.
+	StateHoldDown State = "HoldDown"
+	// StateReady: it holds the addresses rendezvous hashing gives it.
+	StateReady State = "Ready"
+)
+
+// Health is what a host knows about itself.
+type Health struct {
+	// Joined: it has tried to join the seeds and peers it knows of.
+	Joined bool
+	// Problem says why it may not hold addresses; empty when it may.
+	Problem string
+}
+
+// readiness turns a host's health over time into its State. It is pure:
+// the caller passes the time and wakes it at Until.
+type readiness struct {
+	holdDown time.Duration
+	state    State
+	until    time.Time // end of the hold-down
+	// sawPeer: another member was alive while this process ran. Until then
+	// this host is alone (a lone host, or the first of a cluster to start):
+	// nobody serves that it would take addresses from, so it needs no
+	// hold-down. After that, being healthy alone may mean being cut off
+	// from members that serve (a link that just came back), so it waits.
+	sawPeer bool
+}
+
+func newReadiness(holdDown time.Duration) *readiness {
+	return &readiness{holdDown: holdDown, state: StateStarting}
+}
+
+// update moves the state for health h at now; peer says whether another
+// member is alive now. It reports whether the state changed.
+func (r *readiness) update(now time.Time, h Health, peer bool) bool {
+	old := r.state
+	switch {
+	case !h.Joined:
+		r.state = StateStarting
+	case h.Problem != "":
+		r.state = StateUnhealthy
+	case r.state == StateReady:
+	case r.state == StateHoldDown:
+		if !now.Before(r.until) {
+			r.state = StateReady
+		}
+	case !r.sawPeer && !peer || r.holdDown <= 0:
+		r.state = StateReady
+	default:
+		r.state, r.until = StateHoldDown, now.Add(r.holdDown)
+	}
+	r.sawPeer = r.sawPeer || peer
+	return r.state != old
+}
+
+// wake is when update must run again although nothing else changed (zero:
+// never).
+func (r *readiness) wake() time.Time {
+	if r.state == StateHoldDown {
+		return r.until
+	}
+	return time.Time{}
+}
+
+// Member is another host as gossip shows it.
+type Member struct {
+	Name  string
+	State State
+	// MAC is the hardware address of its --interface (empty if unknown).
+	MAC string
+	// Addr is its gossip address, host:port.
+	Addr string
+}
+
+// candidates are the members that may own addresses: the Ready ones, this
+// host included when it is Ready; sorted.
+func candidates(self string, selfState State, peers []Member) []string {
+	var out []string
+	if selfState == StateReady {
+		out = append(out, self)
+	}
+	for _, p := range peers {
+		if p.State == StateReady && p.Name != self {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
