@@ -142,9 +142,13 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("nodeSelector %v, want groundcloud.io/load-balancer=true", spec.NodeSelector)
 	}
 	checkTolerations(t, spec.Tolerations)
+	// One Secret, the gossip key, as a file; no host path.
 	for _, v := range spec.Volumes {
-		if v.Secret != nil || v.HostPath != nil {
-			t.Errorf("volume %s: the agent mounts no Secret and no host path", v.Name)
+		switch {
+		case v.HostPath != nil:
+			t.Errorf("volume %s: the agent mounts no host path", v.Name)
+		case v.Secret != nil && v.Secret.SecretName != "groundcloud-gossip-key":
+			t.Errorf("volume %s: Secret %s; the agent mounts only groundcloud-gossip-key", v.Name, v.Secret.SecretName)
 		}
 	}
 	if len(spec.Containers) != 1 {
@@ -197,11 +201,34 @@ func TestAgentDaemonSet(t *testing.T) {
 	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatalf("the agent refuses the DaemonSet's args %q: %v", args, err)
 	}
-	for flag, want := range map[string]string{"interface": "eth0", "host-name": "lb-node-1", "metrics-bind-address": "127.0.0.1:10263"} {
+	for flag, want := range map[string]string{"interface": "eth0", "host-name": "lb-node-1", "metrics-bind-address": "127.0.0.1:10263", "vip-ownership": "memberlist"} {
 		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
 			t.Errorf("--%s = %q, want %q (args %q)", flag, got, want, args)
 		}
 	}
+	// The key file is where the gossip key Secret is mounted, read-only.
+	keyFile := cmd.Flags().Lookup("gossip-key-file").Value.String()
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "groundcloud-gossip-key" &&
+				m.ReadOnly && path.Dir(keyFile) == path.Clean(m.MountPath) && secretHasKey(v.Secret, path.Base(keyFile)) {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("--gossip-key-file=%s is not a key of Secret groundcloud-gossip-key mounted read-only", keyFile)
+	}
+}
+
+// secretHasKey: a Secret volume without items projects every key as a file
+// of its name; with items, only those listed.
+func secretHasKey(s *corev1.SecretVolumeSource, key string) bool {
+	if len(s.Items) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(s.Items, func(k corev1.KeyToPath) bool { return k.Path == key })
 }
 
 // expand replaces $(NAME) as the kubelet does in a container's args.

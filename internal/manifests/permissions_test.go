@@ -68,6 +68,7 @@ var allowed = map[string]map[resource]grant{
 	"groundcloud-agent": {
 		{"groundcloud.io", "loadbalancers"}:        {verbs: []string{"list", "watch"}},
 		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
+		{"", "events"}: {verbs: []string{"create", "patch"}},
 	},
 }
 

@@ -191,7 +191,7 @@ func (c *Cluster) evaluate(now time.Time) bool {
 	for _, p := range c.peers {
 		peers = append(peers, p)
 	}
-	c.ready.update(now, Health{Joined: c.joined, Problem: c.problem()}, len(peers) > 0)
+	c.ready.update(now, Health{Joined: c.joined, Problem: c.problem()}, peersOf(peers))
 	cands := candidates(c.cfg.Name, c.ready.state, peers)
 	changed := !slices.Equal(cands, c.cands)
 	c.cands = cands

@@ -52,10 +52,37 @@ func newReadiness(holdDown time.Duration) *readiness {
 	return &readiness{holdDown: holdDown, state: StateStarting}
 }
 
-// update moves the state for health h at now; peer says whether another
-// member is alive now. It reports whether the state changed.
-func (r *readiness) update(now time.Time, h Health, peer bool) bool {
+// Peers is what a host sees of the others.
+type Peers struct {
+	// Alive: another member is alive (or suspect) now.
+	Alive bool
+	// Serving: one of them is Ready, i.e. holds addresses.
+	Serving bool
+}
+
+// peersOf summarises members.
+func peersOf(members []Member) Peers {
+	var p Peers
+	for _, m := range members {
+		p.Alive = true
+		p.Serving = p.Serving || m.State == StateReady
+	}
+	return p
+}
+
+// update moves the state for health h at now, given what the host sees
+// of the others. It reports whether the state changed.
+//
+// A healthy host holds down only when the hold-down protects something:
+// when others serve (it would take addresses from them, perhaps only to
+// lose its health again), or when it has seen others before and sees none
+// now (it may be cut off from members that serve). When it sees others
+// and none of them serves (a cluster starting together, or all the others
+// unhealthy), nobody holds the addresses and waiting would only keep them
+// down.
+func (r *readiness) update(now time.Time, h Health, p Peers) bool {
 	old := r.state
+	idle := p.Alive && !p.Serving
 	switch {
 	case !h.Joined:
 		r.state = StateStarting
@@ -63,15 +90,15 @@ func (r *readiness) update(now time.Time, h Health, peer bool) bool {
 		r.state = StateUnhealthy
 	case r.state == StateReady:
 	case r.state == StateHoldDown:
-		if !now.Before(r.until) {
+		if !now.Before(r.until) || idle {
 			r.state = StateReady
 		}
-	case !r.sawPeer && !peer || r.holdDown <= 0:
+	case !r.sawPeer && !p.Alive || idle || r.holdDown <= 0:
 		r.state = StateReady
 	default:
 		r.state, r.until = StateHoldDown, now.Add(r.holdDown)
 	}
-	r.sawPeer = r.sawPeer || peer
+	r.sawPeer = r.sawPeer || p.Alive
 	return r.state != old
 }
 

@@ -8,11 +8,12 @@ import (
 func TestReadiness(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	healthy := Health{Joined: true}
+	none, idle, serving := Peers{}, Peers{Alive: true}, Peers{Alive: true, Serving: true}
 	sick := Health{Joined: true, Problem: "interface eth0 is down"}
 	type step struct {
 		at     time.Duration
 		health Health
-		peer   bool
+		peers  Peers
 		want   State
 	}
 	tests := []struct {
@@ -20,49 +21,59 @@ func TestReadiness(t *testing.T) {
 		steps []step
 	}{
 		{"starting until joined", []step{
-			{0, Health{}, false, StateStarting},
-			{time.Second, healthy, false, StateReady},
+			{0, Health{}, none, StateStarting},
+			{time.Second, healthy, none, StateReady},
 		}},
 		{"lone host or cold start: ready at once", []step{
-			{0, healthy, false, StateReady},
-			{time.Second, sick, false, StateUnhealthy},
-			{2 * time.Second, healthy, false, StateReady},
+			{0, healthy, none, StateReady},
+			{time.Second, sick, none, StateUnhealthy},
+			{2 * time.Second, healthy, none, StateReady},
 		}},
 		{"joining a serving cluster: hold-down first", []step{
-			{0, Health{}, false, StateStarting},
-			{time.Second, healthy, true, StateHoldDown},
-			{5 * time.Second, healthy, true, StateHoldDown},
-			{11 * time.Second, healthy, true, StateReady},
+			{0, Health{}, none, StateStarting},
+			{time.Second, healthy, serving, StateHoldDown},
+			{5 * time.Second, healthy, serving, StateHoldDown},
+			{11 * time.Second, healthy, serving, StateReady},
 		}},
 		{"back from unhealthy after seeing a peer: hold-down, even if alone now (cut off)", []step{
-			{0, healthy, false, StateReady},
-			{time.Second, healthy, true, StateReady},
-			{2 * time.Second, sick, false, StateUnhealthy},
-			{3 * time.Second, healthy, false, StateHoldDown},
-			{13 * time.Second, healthy, false, StateReady},
+			{0, healthy, none, StateReady},
+			{time.Second, healthy, serving, StateReady},
+			{2 * time.Second, sick, none, StateUnhealthy},
+			{3 * time.Second, healthy, none, StateHoldDown},
+			{13 * time.Second, healthy, none, StateReady},
 		}},
 		{"a flap during hold-down starts it again", []step{
-			{0, healthy, true, StateHoldDown},
-			{5 * time.Second, sick, true, StateUnhealthy},
-			{6 * time.Second, healthy, true, StateHoldDown},
-			{11 * time.Second, healthy, true, StateHoldDown},
-			{16 * time.Second, healthy, true, StateReady},
+			{0, healthy, serving, StateHoldDown},
+			{5 * time.Second, sick, serving, StateUnhealthy},
+			{6 * time.Second, healthy, serving, StateHoldDown},
+			{11 * time.Second, healthy, serving, StateHoldDown},
+			{16 * time.Second, healthy, serving, StateReady},
 		}},
-		{"started with others: all wait", []step{
-			{0, Health{}, true, StateStarting},
-			{time.Second, healthy, true, StateHoldDown},
-			{11 * time.Second, healthy, true, StateReady},
+		{"started with others, none serving yet: ready at once", []step{
+			{0, Health{}, idle, StateStarting},
+			{time.Second, healthy, idle, StateReady},
+		}},
+		{"holding down while the others stop serving: ready at once", []step{
+			{0, healthy, serving, StateHoldDown},
+			{2 * time.Second, healthy, serving, StateHoldDown},
+			{3 * time.Second, healthy, idle, StateReady},
+		}},
+		{"back from unhealthy while the others are unhealthy too: ready at once", []step{
+			{0, healthy, serving, StateHoldDown},
+			{11 * time.Second, healthy, idle, StateReady},
+			{12 * time.Second, sick, idle, StateUnhealthy},
+			{13 * time.Second, healthy, idle, StateReady},
 		}},
 		{"ready stays ready while healthy", []step{
-			{0, healthy, false, StateReady},
-			{time.Second, healthy, true, StateReady},
+			{0, healthy, none, StateReady},
+			{time.Second, healthy, serving, StateReady},
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newReadiness(10 * time.Second)
 			for i, s := range tt.steps {
-				r.update(t0.Add(s.at), s.health, s.peer)
+				r.update(t0.Add(s.at), s.health, s.peers)
 				if r.state != s.want {
 					t.Fatalf("step %d (%s): state %s, want %s", i, s.at, r.state, s.want)
 				}
@@ -76,7 +87,7 @@ func TestReadiness(t *testing.T) {
 
 func TestReadinessNoHoldDown(t *testing.T) {
 	r := newReadiness(0)
-	r.update(time.Unix(0, 0), Health{Joined: true}, true)
+	r.update(time.Unix(0, 0), Health{Joined: true}, Peers{Alive: true, Serving: true})
 	if r.state != StateReady {
 		t.Errorf("hold-down 0: state %s, want Ready", r.state)
 	}

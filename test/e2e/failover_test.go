@@ -15,7 +15,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -89,10 +88,6 @@ func startHAEnv(t *testing.T, lbHosts int, seeds bool) *haEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := grantAgentEvents(t.Context(), e); err != nil {
-		_ = e.Close()
-		t.Fatal(err)
-	}
 	holders, err := availability.WatchHolders(e.LBs, 20*time.Millisecond)
 	if err != nil {
 		_ = e.Close()
@@ -140,29 +135,6 @@ func (env *haEnv) takenOver(t *testing.T, vip netip.Addr, host string, since tim
 		time.Sleep(20 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("%s not taken over within 10s: %v", vip, env.holders.Changes(vip, since))
-}
-
-// grantAgentEvents gives the agent's ServiceAccount what
-// --vip-ownership=memberlist needs beyond deploy/agent/rbac.yaml: creating
-// and patching Events (split brains). Remove it once that file grants it.
-func grantAgentEvents(ctx context.Context, e *sandbox.Env) error {
-	if e.Opts.AdminIdentity {
-		return nil
-	}
-	rbac := e.Client.RbacV1()
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "groundcloud-agent-events"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}},
-	}
-	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "groundcloud-agent-events"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "kube-system", Name: "groundcloud-agent"}},
-	}, metav1.CreateOptions{})
-	return err
 }
 
 func randomBytes(t *testing.T, n int) []byte {
