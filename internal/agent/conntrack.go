@@ -2,12 +2,11 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/internal/dataplane"
 )
 
 // Forgetter deletes what this host's conntrack remembers of flows to
@@ -52,38 +51,6 @@ type ConntrackForgetter struct{}
 var _ Forgetter = ConntrackForgetter{}
 
 // Forget deletes every entry whose original destination is one of vips.
-func (ConntrackForgetter) Forget(_ context.Context, vips []netip.Addr) error {
-	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
-	if err != nil {
-		return fmt.Errorf("open netlink: %w", err)
-	}
-	defer h.Close()
-	var v4, v6 []netlink.CustomConntrackFilter
-	for _, v := range vips {
-		if v.Unmap().Is4() {
-			v4 = append(v4, toAddress(v.Unmap()))
-		} else {
-			v6 = append(v6, toAddress(v))
-		}
-	}
-	for _, fam := range []struct {
-		family  netlink.InetFamily
-		filters []netlink.CustomConntrackFilter
-	}{{unix.AF_INET, v4}, {unix.AF_INET6, v6}} {
-		if len(fam.filters) == 0 {
-			continue
-		}
-		if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, fam.family, fam.filters...); err != nil {
-			return fmt.Errorf("delete conntrack entries: %w", err)
-		}
-	}
-	return nil
-}
-
-// toAddress matches the entries of flows sent to one address.
-type toAddress netip.Addr
-
-func (t toAddress) MatchConntrackFlow(ct *netlink.ConntrackFlow) bool {
-	a, ok := netip.AddrFromSlice(ct.Forward.DstIP)
-	return ok && a.Unmap() == netip.Addr(t)
+func (ConntrackForgetter) Forget(ctx context.Context, vips []netip.Addr) error {
+	return dataplane.NetlinkConntrack{}.DeleteFlowsTo(ctx, vips)
 }

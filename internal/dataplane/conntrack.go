@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 
 	"github.com/vishvananda/netlink"
@@ -67,14 +68,6 @@ var _ Conntrack = NetlinkConntrack{}
 
 // DeleteUDPFlows implements Conntrack with one table dump per family.
 func (c NetlinkConntrack) DeleteUDPFlows(_ context.Context, flows []Flow) error {
-	h := c.Handle
-	if h == nil {
-		var err error
-		if h, err = netlink.NewHandle(unix.NETLINK_NETFILTER); err != nil {
-			return fmt.Errorf("open netlink: %w", err)
-		}
-		defer h.Close()
-	}
 	var v4, v6 []netlink.CustomConntrackFilter
 	for _, f := range flows {
 		if f.VIP.Is4() {
@@ -82,6 +75,37 @@ func (c NetlinkConntrack) DeleteUDPFlows(_ context.Context, flows []Flow) error 
 		} else {
 			v6 = append(v6, udpFlowFilter(f))
 		}
+	}
+	return c.deleteMatching(v4, v6)
+}
+
+// DeleteFlowsTo deletes every entry whose original destination is one of
+// addrs, whatever its protocol.
+func (c NetlinkConntrack) DeleteFlowsTo(_ context.Context, addrs []netip.Addr) error {
+	var v4, v6 []netlink.CustomConntrackFilter
+	for _, a := range addrs {
+		if a.Unmap().Is4() {
+			v4 = append(v4, toAddress(a.Unmap()))
+		} else {
+			v6 = append(v6, toAddress(a))
+		}
+	}
+	return c.deleteMatching(v4, v6)
+}
+
+// deleteMatching deletes the entries any of v4 (IPv4 table) or v6 (IPv6)
+// match, with one table dump per family that has filters.
+func (c NetlinkConntrack) deleteMatching(v4, v6 []netlink.CustomConntrackFilter) error {
+	if len(v4) == 0 && len(v6) == 0 {
+		return nil
+	}
+	h := c.Handle
+	if h == nil {
+		var err error
+		if h, err = netlink.NewHandle(unix.NETLINK_NETFILTER); err != nil {
+			return fmt.Errorf("open netlink: %w", err)
+		}
+		defer h.Close()
 	}
 	for _, fam := range []struct {
 		family  netlink.InetFamily
@@ -95,6 +119,14 @@ func (c NetlinkConntrack) DeleteUDPFlows(_ context.Context, flows []Flow) error 
 		}
 	}
 	return nil
+}
+
+// toAddress matches the entries of flows sent to one address.
+type toAddress netip.Addr
+
+func (t toAddress) MatchConntrackFlow(ct *netlink.ConntrackFlow) bool {
+	a, ok := netip.AddrFromSlice(ct.Forward.DstIP)
+	return ok && a.Unmap() == netip.Addr(t)
 }
 
 // udpFlowFilter matches the conntrack entries of one Flow.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
 	"github.com/groundcloud/groundcloud/internal/lab"
@@ -259,6 +261,50 @@ func TestKernelDataPlane(t *testing.T) {
 			if r.node != "node-a" {
 				t.Errorf("UDP flow that was on %s now reaches %s; its conntrack entry was not deleted", name, r.node)
 			}
+		}
+	})
+
+	t.Run("DeleteFlowsTo deletes the entries of the given addresses only", func(t *testing.T) {
+		for _, to := range []netip.AddrPort{netip.AddrPortFrom(labVIP, 53), netip.AddrPortFrom(labVIP6, 53)} {
+			from := netip.AddrPortFrom(labClient, 44000)
+			if to.Addr().Is6() {
+				from = netip.AddrPortFrom(labClient6, 44000)
+			}
+			if _, err := newUDPClient(t, client, from, to).ask(time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count := func(a netip.Addr) int {
+			t.Helper()
+			n := 0
+			fam := netlink.InetFamily(unix.AF_INET)
+			if a.Is6() {
+				fam = unix.AF_INET6
+			}
+			if err := lb.Do(func() error {
+				flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, fam)
+				for _, f := range flows {
+					if d, ok := netip.AddrFromSlice(f.Forward.DstIP); ok && d.Unmap() == a {
+						n++
+					}
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if count(labVIP) == 0 || count(labVIP6) == 0 {
+			t.Fatalf("no conntrack entries to start with: %d to %s, %d to %s", count(labVIP), labVIP, count(labVIP6), labVIP6)
+		}
+		if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{labVIP}) }); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(labVIP); n != 0 {
+			t.Errorf("%d entries to %s after DeleteFlowsTo(%s)", n, labVIP, labVIP)
+		}
+		if count(labVIP6) == 0 {
+			t.Errorf("DeleteFlowsTo(%s) deleted the entries to %s too", labVIP, labVIP6)
 		}
 	})
 
