@@ -1,14 +1,13 @@
 package bench
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/internal/sandbox"
 )
 
 // Our binaries, built once by TestMain when benchmarks run.
@@ -29,20 +28,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := testbed.RepoRoot()
+	bins, err := sandbox.BuildBinaries(context.Background(), dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build groundcloud binaries: %v\n%s", err, out)
-		return 1
-	}
-	ccmBinary = filepath.Join(dir, "groundcloud-controller-manager")
-	agentBinary = filepath.Join(dir, "groundcloud-agent")
-	nodesimBinary = filepath.Join(dir, "groundcloud-nodesim")
+	ccmBinary, agentBinary, nodesimBinary = bins.ControllerManager, bins.Agent, bins.NodeSim
 	return m.Run()
 }
 

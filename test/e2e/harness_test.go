@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,20 +39,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := testbed.RepoRoot()
+	bins, err := sandbox.BuildBinaries(context.Background(), dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build groundcloud binaries: %v\n%s", err, out)
-		return 1
-	}
-	ccmBinary = filepath.Join(dir, "groundcloud-controller-manager")
-	agentBinary = filepath.Join(dir, "groundcloud-agent")
-	nodesimBinary = filepath.Join(dir, "groundcloud-nodesim")
+	ccmBinary, agentBinary, nodesimBinary = bins.ControllerManager, bins.Agent, bins.NodeSim
 	return m.Run()
 }
 

@@ -101,8 +101,7 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	if err := installTools(ctx); err != nil {
 		return err
 	}
-	repo, err := testbed.RepoRoot()
-	if err != nil {
+	if _, err := testbed.RepoRoot(); err != nil {
 		return fmt.Errorf("run the sandbox from a groundcloud checkout (make demo): %w", err)
 	}
 	progress("building kube-apiserver, etcd and kubectl (cached after the first run; ~5 minutes on 2 cores the first time)")
@@ -111,11 +110,9 @@ func up(ctx context.Context, o *upOptions) (err error) {
 		return err
 	}
 	progress("building groundcloud-controller-manager, groundcloud-agent and groundcloud-nodesim")
-	bin := filepath.Join(o.dir, "bin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/...")
-	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build: %w", err)
+	bins, err := sandbox.BuildBinaries(ctx, filepath.Join(o.dir, "bin"))
+	if err != nil {
+		return err
 	}
 
 	subnet4, subnet6, err := chooseSubnets(o.subnet4, o.subnet6)
@@ -127,12 +124,8 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	env, err := sandbox.Start(ctx, sandbox.Options{
 		Dir:      work,
 		ToolsDir: tools,
-		Binaries: sandbox.Binaries{
-			ControllerManager: filepath.Join(bin, "groundcloud-controller-manager"),
-			Agent:             filepath.Join(bin, "groundcloud-agent"),
-			NodeSim:           filepath.Join(bin, "groundcloud-nodesim"),
-		},
-		Nodes: o.nodes, LBHosts: o.lbHosts,
+		Binaries: bins,
+		Nodes:    o.nodes, LBHosts: o.lbHosts,
 		Prefix:  labPrefix,
 		Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4,
 		NodeSim:        sandbox.NodeSim{HTTPPorts: []uint16{o.httpPort}},
