@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/kubeconfig"
 	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/vip"
 )
@@ -173,19 +173,7 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) restConfig() (*rest.Config, error) {
-	if o.Kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "groundcloud-agent"
-	return cfg, nil
+	return kubeconfig.RESTConfig(o.Kubeconfig, "groundcloud-agent")
 }
 
 func serveMetrics(ctx context.Context, addr string) error {

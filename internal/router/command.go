@@ -14,10 +14,11 @@ import (
 	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/internal/kubeconfig"
 )
 
 // Options are the router's command-line settings.
@@ -138,19 +139,7 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) restConfig() (*rest.Config, error) {
-	if o.Kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "groundcloud-router"
-	return cfg, nil
+	return kubeconfig.RESTConfig(o.Kubeconfig, "groundcloud-router")
 }
 
 // checkForwarding reports the forwarding sysctls of this namespace that
