@@ -86,7 +86,7 @@ type Cluster struct {
 	mu         sync.Mutex
 	observed   bool
 	obs        Observation
-	vip4       map[netip.Addr]bool // the IPv4 ones of obs.VIPs
+	vips       map[netip.Addr]bool // obs.VIPs, unmapped
 	linkUp     bool
 	joined     bool
 	ready      *readiness
@@ -143,11 +143,9 @@ func (c *Cluster) Observe(o Observation) {
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 	}
 	c.observed = true
-	c.vip4 = map[netip.Addr]bool{}
+	c.vips = map[netip.Addr]bool{}
 	for _, v := range o.VIPs {
-		if v.Unmap().Is4() {
-			c.vip4[v.Unmap()] = true
-		}
+		c.vips[v.Unmap()] = true
 	}
 	if err == nil {
 		c.linkUp = up

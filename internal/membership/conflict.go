@@ -8,15 +8,16 @@ import (
 )
 
 // A split brain is two hosts answering for one virtual IP. The guard (see
-// guard.go) probes each IPv4 address this host owns with ARP and listens
-// to the link; every ARP frame in which another station claims such an
+// guard.go) probes each address this host owns (ARP for IPv4, Neighbor
+// Discovery for IPv6: ndp.go) and listens to the link; every ARP frame or
+// Neighbor Discovery message in which another station claims such an
 // address is a sighting. conflicts turns sightings into decisions. It is
 // pure: the caller passes the time.
 //
 // Sightings are active when another agent claims the address (an ARP
-// probe or announcement: its guard or its takeover) and passive when only a
-// kernel uses it (a reply to our probe, or a request sent from it). A
-// kernel alone holding the address is what an agent killed with SIGKILL
+// probe or announcement: its guard or its takeover; an IPv6 DAD probe: its
+// guard) and passive when only a kernel uses it (a reply to our probe, or a
+// request sent from it). A kernel alone holding the address is what an agent killed with SIGKILL
 // leaves behind: this host keeps the address and defends it by announcing
 // it again. When another agent actively claims it and that agent is not a
 // live member (gossip between the two is cut), both hosts decide alike by
@@ -37,7 +38,8 @@ const (
 	ActionYield Action = "Yield"
 )
 
-// sighting is one ARP frame in which another station claims a VIP.
+// sighting is one ARP frame or Neighbor Discovery message in which another
+// station claims a VIP. MAC is empty for an IPv6 DAD probe (see observe).
 type sighting struct {
 	VIP    netip.Addr
 	MAC    string
@@ -87,7 +89,36 @@ func newConflicts(probeInterval time.Duration) *conflicts {
 }
 
 // observe records a sighting.
+//
+// A sighting without a MAC (an IPv6 DAD probe, see ndp.go) is attributed to
+// the one station seen answering for the address within the window: the
+// probing host holds the address, so its kernel answers this host's probes
+// and its MAC is known a round later; the probe refreshes that evidence as
+// active. With no station seen it is dropped (it counts from the next
+// round); with several (say a killed agent's kernel and a partitioned
+// agent) it is dropped too: attributed to the wrong one it could make this
+// host yield to a dead host, and without it this host defends, as it does
+// against kernels.
 func (c *conflicts) observe(s sighting) {
+	if s.MAC == "" {
+		var only *evidence
+		for k, e := range c.seen {
+			if k.vip != s.VIP || s.At.Sub(e.last) > c.window {
+				continue
+			}
+			if only != nil {
+				return
+			}
+			only = e
+		}
+		if only != nil {
+			only.last = s.At
+			if s.Active {
+				only.lastActive = s.At
+			}
+		}
+		return
+	}
 	k := sightingKey{s.VIP, s.MAC}
 	e := c.seen[k]
 	if e == nil {

@@ -79,6 +79,63 @@ func TestConflicts(t *testing.T) {
 			decisions: []decision{{time.Second, ActionDefend, true}},
 		},
 		{
+			// IPv6: the winner's kernel answers this host's DAD probes
+			// (passive, its MAC); the winner's own DAD probes carry no MAC.
+			name: "partition over IPv6, this host loses: probes without a MAC are the winner's; yield while they come",
+			self: loser,
+			sightings: []sighting{
+				{v, winnerMAC, false, at(0)},
+				{v, "", true, at(500 * time.Millisecond)},
+				{v, winnerMAC, false, at(time.Second)},
+				// Yielded: this host no longer probes, only the winner's probes come.
+				{v, "", true, at(2 * time.Second)},
+				{v, "", true, at(3 * time.Second)},
+				{v, "", true, at(4 * time.Second)},
+				{v, "", true, at(5 * time.Second)},
+			},
+			decisions: []decision{
+				{time.Second, ActionYield, true},
+				{5 * time.Second, ActionYield, false},
+				{8100 * time.Millisecond, ActionNone, true},
+			},
+		},
+		{
+			name: "IPv6 probes without a MAC and nothing else seen: nothing to decide",
+			self: loser,
+			sightings: []sighting{
+				{v, "", true, at(0)},
+				{v, "", true, at(time.Second)},
+				{v, "", true, at(2 * time.Second)},
+			},
+			decisions: []decision{{time.Second, ActionNone, false}, {2 * time.Second, ActionNone, false}},
+		},
+		{
+			name: "IPv6 probes while two stations answer: attributed to neither, defend",
+			self: loser,
+			sightings: []sighting{
+				{v, winnerMAC, false, at(0)},
+				{v, stranger, false, at(0)},
+				{v, "", true, at(500 * time.Millisecond)},
+				{v, winnerMAC, false, at(time.Second)},
+				{v, stranger, false, at(time.Second)},
+				{v, "", true, at(1500 * time.Millisecond)},
+			},
+			decisions: []decision{{time.Second, ActionDefend, true}, {2 * time.Second, ActionDefend, false}},
+		},
+		{
+			name: "an IPv6 probe does not revive a station gone longer than the window",
+			self: loser,
+			sightings: []sighting{
+				{v, winnerMAC, false, at(0)},
+				{v, winnerMAC, false, at(time.Second)},
+				{v, "", true, at(4500 * time.Millisecond)},
+			},
+			decisions: []decision{
+				{time.Second, ActionDefend, true},
+				{4500 * time.Millisecond, ActionNone, true},
+			},
+		},
+		{
 			name: "a stranger claims it: defend, never yield",
 			self: loser,
 			sightings: []sighting{

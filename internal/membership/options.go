@@ -39,8 +39,9 @@ type Options struct {
 	// HoldDown is how long a host that was unhealthy (or restarted) while
 	// others served stays healthy before it takes its addresses back.
 	HoldDown time.Duration
-	// ConflictProbeInterval is how often each owned IPv4 address is probed
-	// with ARP to detect another host answering for it.
+	// ConflictProbeInterval is how often each owned address is probed (ARP
+	// for IPv4, a DAD Neighbor Solicitation for IPv6) to detect another host
+	// answering for it.
 	ConflictProbeInterval time.Duration
 }
 
@@ -66,7 +67,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ProbeTimeout, "gossip-probe-timeout", o.ProbeTimeout, "time to wait for a probe's answer before asking others to probe")
 	fs.IntVar(&o.SuspicionMult, "gossip-suspicion-multiplier", o.SuspicionMult, "probe intervals a suspected agent has to refute before it is declared dead")
 	fs.DurationVar(&o.HoldDown, "ownership-hold-down", o.HoldDown, "how long an agent that was unhealthy or restarted stays healthy before it takes its share of addresses back")
-	fs.DurationVar(&o.ConflictProbeInterval, "conflict-probe-interval", o.ConflictProbeInterval, "how often held IPv4 addresses are probed with ARP to detect another host answering for them")
+	fs.DurationVar(&o.ConflictProbeInterval, "conflict-probe-interval", o.ConflictProbeInterval, "how often held addresses are probed (ARP for IPv4, Neighbor Discovery for IPv6) to detect another host answering for them")
 }
 
 // Validate reports every problem with the values at once; it reads no file.

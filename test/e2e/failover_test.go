@@ -363,7 +363,16 @@ func TestFailover(t *testing.T) {
 
 	t.Run("the apiserver away for 60 s: no failed connection, no address moves", func(t *testing.T) {
 		before := env.settle(t, vips, time.Second)
-		c := env.startClient(t, vip)
+		// What could fail here is a refused or reset connection (rules gone)
+		// or an address that moves, not latency: a 3 s bound per attempt
+		// keeps a busy machine's scheduling stalls out of the count, while
+		// a refusal still fails at once and a moved or lost address fails
+		// the check on holders below.
+		c, err := availability.Start(t.Context(), availability.Options{From: env.inside, To: netip.AddrPortFrom(vip, 80), Timeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Stop)
 		time.Sleep(500 * time.Millisecond)
 		start := time.Now()
 		if err := env.cp.StopAPIServer(); err != nil {
@@ -375,6 +384,13 @@ func TestFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("apiserver away: %d attempts, %d failed", o.Attempts, o.Failed)
+		logged := 0
+		for _, a := range c.Attempts() {
+			if a.Err != nil && !a.Start.Before(start) && logged < 5 {
+				t.Logf("failed attempt at +%s after %s: %v", a.Start.Sub(start).Round(time.Millisecond), a.Took.Round(time.Millisecond), a.Err)
+				logged++
+			}
+		}
 		if o.Failed > 0 || o.Attempts < 1000 {
 			t.Errorf("with the apiserver away: %+v, want over 1000 attempts and none failed", o)
 		}
@@ -440,11 +456,17 @@ func hasCondition(conds []metav1.Condition, typ string, status metav1.ConditionS
 
 // TestFailoverTwoHosts has two LB hosts that find each other through the
 // API only (no seeds). The owner's agent is killed with SIGKILL, leaving
-// its address in its kernel; then gossip between the two is cut.
+// its address in its kernel; then gossip between the two is cut. A
+// dual-stack Service checks that IPv6 addresses are guarded too (Neighbor
+// Discovery instead of ARP).
 func TestFailoverTwoHosts(t *testing.T) {
 	env := startHAEnv(t, 2, false)
 	var vips []netip.Addr
 	var before map[netip.Addr]string
+	var dualName string   // a dual-stack Service
+	var dual []netip.Addr // its IPv4 and IPv6 addresses
+	var beforeDual map[netip.Addr]string
+	var v6 netip.Addr
 
 	t.Run("agents find each other in LoadBalancer status and share the addresses", func(t *testing.T) {
 		vips = env.createServices(t, "app", 4)
@@ -456,6 +478,33 @@ func TestFailoverTwoHosts(t *testing.T) {
 		}
 		before = env.settle(t, vips, 2*time.Second)
 		t.Logf("owners: %v", before)
+
+		// Dual-stack Services until one's IPv6 address is on the host
+		// whose agent the next subtest kills, so that a stale IPv6 kernel
+		// is defended against too (the owners follow from the addresses).
+		for i := range 4 {
+			dualName = fmt.Sprintf("dual-%d", i)
+			env.create(t, newService(dualName, withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withDualStack()))
+			dual = env.addresses(t, dualName, 2)
+			for _, v := range dual {
+				if v.Is6() {
+					v6 = v
+				}
+			}
+			if !v6.IsValid() {
+				t.Fatalf("dual-stack Service %s has no IPv6 address: %v", dualName, dual)
+			}
+			for _, v := range dual {
+				if _, err := env.holders.WaitHeld(t.Context(), v, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			beforeDual = env.settle(t, dual, 2*time.Second)
+			t.Logf("owners of %s: %v", dualName, beforeDual)
+			if beforeDual[v6] == before[vips[0]] {
+				break
+			}
+		}
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -487,6 +536,11 @@ func TestFailoverTwoHosts(t *testing.T) {
 			}
 		}
 		env.eventReason(t, "SplitBrain", "app-0", "its kernel still holds it")
+		if beforeDual[v6] == owner {
+			env.eventWith(t, "SplitBrain", dualName, v6.String()+" is also answered", "its kernel still holds it")
+		} else {
+			t.Logf("%s was not on the killed host (%s): no stale IPv6 kernel to defend against", v6, beforeDual[v6])
+		}
 	})
 
 	t.Run("the restarted agent drops what it does not own and takes its share back once", func(t *testing.T) {
@@ -539,6 +593,12 @@ func TestFailoverTwoHosts(t *testing.T) {
 			t.Errorf("owners while partitioned %v, want %v", partitioned, before)
 		}
 		env.eventReason(t, "SplitBrain", "", "gossip between the two is cut")
+		// IPv6: the loser of the pair withdraws the address (it saw the
+		// winner's DAD probes), which then settles on the winner.
+		env.eventWith(t, "SplitBrain", dualName, v6.String()+" is also answered", "gossip between the two is cut", "withdraws it")
+		if p := env.settle(t, dual, 2*time.Second); fmt.Sprint(p) != fmt.Sprint(beforeDual) {
+			t.Errorf("owners of %s while partitioned %v, want %v", dualName, p, beforeDual)
+		}
 		o := availability.Measure(c.Attempts(), cut, cut, time.Now())
 		t.Logf("split brain: %d attempts, %d failed, gap %s", o.Attempts, o.Failed, o.Gap)
 
@@ -553,13 +613,16 @@ func TestFailoverTwoHosts(t *testing.T) {
 					env.metric(t, i, `groundcloud_membership_split_brains`) == 0
 			})
 		}
-		for _, v := range vips {
+		for _, v := range append(slices.Clone(vips), dual...) {
 			if m := availability.Moves(env.holders.Changes(v, heal)); m > 0 {
 				t.Errorf("%s moved when gossip came back: %v", v, env.holders.Changes(v, heal))
 			}
 		}
 		if again := env.settle(t, vips, time.Second); fmt.Sprint(again) != fmt.Sprint(before) {
 			t.Errorf("owners after the heal %v, want %v", again, before)
+		}
+		if again := env.settle(t, dual, time.Second); fmt.Sprint(again) != fmt.Sprint(beforeDual) {
+			t.Errorf("owners of %s after the heal %v, want %v", dualName, again, beforeDual)
 		}
 	})
 }
@@ -596,6 +659,32 @@ func (env *haEnv) eventReason(t *testing.T, reason, service, text string) {
 		}
 		for _, e := range evs.Items {
 			if (service == "" || e.InvolvedObject.Kind == "Service" && e.InvolvedObject.Name == service) && strings.Contains(e.Message, text) {
+				t.Logf("event %s on %s/%s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// eventWith waits for an Event with the reason on Service service whose
+// message contains every one of texts.
+func (env *haEnv) eventWith(t *testing.T, reason, service string, texts ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("event %s on %q containing %q", reason, service, texts), func() bool {
+		evs, err := env.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + reason})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind != "Service" || e.InvolvedObject.Name != service {
+				continue
+			}
+			all := true
+			for _, text := range texts {
+				all = all && strings.Contains(e.Message, text)
+			}
+			if all {
 				t.Logf("event %s on %s/%s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 				return true
 			}
