@@ -190,8 +190,36 @@ func machine(t *testing.T) []string {
 	if v, err := exec.Command("nft", "--version").CombinedOutput(); err == nil {
 		out = append(out, strings.TrimSpace(string(v)))
 	}
+	if v := wrkVersion(); v != "" {
+		out = append(out, "wrk "+v+" (Debian package)")
+	}
+	if v := haproxyVersion(); v != "" {
+		out = append(out, "HAProxy "+v+" (Debian package)")
+	}
 	return out
 }
+
+// wrkVersion is wrk's version ("debian/4.1.0-3+b2"), empty when wrk is
+// missing. wrk -v prints it and exits with status 1.
+func wrkVersion() string {
+	v, _ := exec.Command("wrk", "-v").CombinedOutput()
+	if f := strings.Fields(string(v)); len(f) >= 2 && f[0] == "wrk" {
+		return f[1]
+	}
+	return ""
+}
+
+// haproxyVersion is HAProxy's version ("2.6.12-1+deb12u4"), empty when
+// HAProxy is missing.
+func haproxyVersion() string {
+	v, err := exec.Command("haproxy", "-v").Output()
+	if f := strings.Fields(string(v)); err == nil && len(f) >= 3 && f[1] == "version" {
+		return f[2]
+	}
+	return ""
+}
+
+func numCPU() int { return runtime.NumCPU() }
 
 func commit() string {
 	root, err := testbed.RepoRoot()

@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Server is a simulated node's listeners, on every address of both
@@ -71,6 +74,9 @@ func (s *Server) listen() error {
 				return err
 			}
 			s.udp = append(s.udp, conn)
+			if err := recvDstAddr(conn, family); err != nil {
+				return err
+			}
 		}
 		handlers := map[uint16]http.Handler{}
 		if p := s.cfg.KubeProxyHealthzPort; p != 0 {
@@ -102,7 +108,11 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Go(func() { s.acceptLoop(ln) })
 	}
 	for _, conn := range s.udp {
-		wg.Go(func() { s.udpLoop(conn) })
+		// Several readers per socket, so that one port's answers are not
+		// bound to one goroutine (a benchmark's load on one node).
+		for range udpReaders {
+			wg.Go(func() { s.udpLoop(conn) })
+		}
 	}
 	for _, h := range s.http {
 		wg.Go(func() { _ = h.srv.Serve(h.ln) })
@@ -186,19 +196,75 @@ func (s *Server) serveConn(conn net.Conn) {
 	}
 }
 
+// udpReaders is the number of goroutines reading each UDP socket.
+var udpReaders = max(2, runtime.NumCPU())
+
+// udpLoop answers each datagram from the address it was sent to (a
+// connected client accepts nothing else), not from whichever address the
+// route back would pick: a node may have several, e.g. on its loopback.
 func (s *Server) udpLoop(conn *net.UDPConn) {
 	buf := make([]byte, 64<<10)
+	oob := make([]byte, 256)
+	var reply []byte
 	for {
-		_, from, err := conn.ReadFromUDPAddrPort(buf)
+		_, oobn, _, from, err := conn.ReadMsgUDPAddrPort(buf, oob)
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
 		if err != nil {
 			continue
 		}
-		reply := fmt.Appendf(nil, "%s %s", s.cfg.Name, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+		reply = fmt.Appendf(reply[:0], "%s %s", s.cfg.Name, netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+		if src := replySource(oob[:oobn]); src != nil {
+			if _, _, err := conn.WriteMsgUDPAddrPort(reply, src, from); err == nil {
+				continue
+			}
+		}
 		_, _ = conn.WriteToUDPAddrPort(reply, from)
 	}
+}
+
+// recvDstAddr asks the kernel for each datagram's destination address
+// (IP_PKTINFO, IPV6_RECVPKTINFO).
+func recvDstAddr(conn *net.UDPConn, family string) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		if family == "4" {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		}
+	})
+	return errors.Join(err, serr)
+}
+
+// replySource turns the packet info of a received datagram into the
+// control message that sends the answer from its destination address;
+// nil when there is none or it is not a unicast address.
+func replySource(oob []byte) []byte {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	for _, m := range msgs {
+		switch {
+		case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_PKTINFO && len(m.Data) >= unix.SizeofInet4Pktinfo:
+			// struct in_pktinfo: ifindex, spec_dst, addr (the header's destination)
+			if dst := netip.AddrFrom4([4]byte(m.Data[8:12])); dst.IsGlobalUnicast() || dst.IsLoopback() {
+				return unix.PktInfo4(&unix.Inet4Pktinfo{Spec_dst: dst.As4()})
+			}
+		case m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_PKTINFO && len(m.Data) >= unix.SizeofInet6Pktinfo:
+			// struct in6_pktinfo: addr (the header's destination), ifindex
+			if dst := netip.AddrFrom16([16]byte(m.Data[:16])); dst.IsGlobalUnicast() || dst.IsLoopback() {
+				return unix.PktInfo6(&unix.Inet6Pktinfo{Addr: dst.As16()})
+			}
+		}
+	}
+	return nil
 }
 
 // clientAddr formats a TCP peer as "ip:port" / "[ip]:port".

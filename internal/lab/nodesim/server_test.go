@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,30 @@ func TestServerInNamespace(t *testing.T) {
 		want := strings.TrimSuffix("node1 "+netip.AddrPortFrom(src, 0).String(), "0")
 		if got := string(reply); !strings.HasPrefix(got, want) {
 			t.Errorf("udp reply from %s = %q, want %q<port>", dst, got, want)
+		}
+	}
+
+	// A datagram to another address of the node (here on its loopback,
+	// routed to it) is answered from that address, which is all a
+	// connected client accepts.
+	for _, extra := range []netip.Prefix{netip.MustParsePrefix("198.51.100.7/32"), netip.MustParsePrefix("2001:db8:ffff::7/128")} {
+		via := node.Addr4
+		if extra.Addr().Is6() {
+			via = node.Addr6
+		}
+		for _, c := range []*exec.Cmd{
+			node.Command(t.Context(), "ip", "addr", "add", extra.String(), "dev", "lo"),
+			client.Command(t.Context(), "ip", "route", "add", extra.String(), "via", via.String()),
+		} {
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", c, err, out)
+			}
+		}
+		uctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		reply, err := client.UDPExchange(uctx, netip.AddrPortFrom(extra.Addr(), 30053), []byte("hi"))
+		cancel()
+		if err != nil || !strings.HasPrefix(string(reply), "node1 ") {
+			t.Errorf("udp to the node's loopback address %s: %q, %v", extra.Addr(), reply, err)
 		}
 	}
 
