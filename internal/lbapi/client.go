@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,15 +85,64 @@ func (c *Client) ApplyStatus(ctx context.Context, namespace, name, fieldManager 
 	return err
 }
 
-// NewInformer returns an informer over LoadBalancers of every namespace
-// whose objects are *unstructured.Unstructured; use FromUnstructured.
+// NewInformer returns an informer over LoadBalancers of every namespace.
+// Its cache holds *v1alpha1.LoadBalancer objects without managedFields
+// (see Transform); read them with FromUnstructured or a Lister and do not
+// modify them.
 func NewInformer(dyn dynamic.Interface, resync time.Duration) cache.SharedIndexInformer {
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, resync, metav1.NamespaceAll, nil)
-	return f.ForResource(Resource).Informer()
+	inf := f.ForResource(Resource).Informer()
+	// SetTransform fails only once the informer runs; it has not started.
+	_ = inf.SetTransform(Transform)
+	return inf
 }
 
-// FromUnstructured converts an object of the dynamic client.
+// Transform is the informer's cache.TransformFunc: it converts each
+// LoadBalancer once, when it arrives, to the typed object and drops its
+// managedFields. At thousands of LoadBalancers with a hundred backends each,
+// caching the dynamic client's maps (with managedFields as large as the
+// spec) and converting every object on every List made most of the agent's
+// and the controller manager's memory. An object that does not convert is
+// kept as it came, without managedFields, and FromUnstructured reports it.
+func Transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		o.SetManagedFields(nil)
+		lb := &v1alpha1.LoadBalancer{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, lb); err != nil {
+			return o, nil
+		}
+		lb.APIVersion, lb.Kind = v1alpha1.SchemeGroupVersion.String(), "LoadBalancer"
+		internBackends(lb)
+		return lb, nil
+	case *v1alpha1.LoadBalancer:
+		o.ManagedFields = nil
+		internBackends(o)
+		return o, nil
+	}
+	return obj, nil
+}
+
+// internBackends makes the backends' node names and addresses canonical
+// strings: every LoadBalancer lists the same nodes, and decoded separately
+// each held copies of their own (a third of the cache at 4,000).
+func internBackends(lb *v1alpha1.LoadBalancer) {
+	for i := range lb.Spec.Backends {
+		b := &lb.Spec.Backends[i]
+		b.NodeName = unique.Make(b.NodeName).Value()
+		for j, a := range b.Addresses {
+			b.Addresses[j] = unique.Make(a).Value()
+		}
+	}
+}
+
+// FromUnstructured returns the LoadBalancer in an object of the dynamic
+// client or of an informer from NewInformer. An informer's object is
+// returned as is (shared with its cache: do not modify it).
 func FromUnstructured(obj any) (*v1alpha1.LoadBalancer, error) {
+	if lb, ok := obj.(*v1alpha1.LoadBalancer); ok {
+		return lb, nil
+	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("unexpected object %T", obj)
@@ -116,7 +166,8 @@ func ToUnstructured(lb *v1alpha1.LoadBalancer) (*unstructured.Unstructured, erro
 	return u, nil
 }
 
-// Lister reads LoadBalancers from an informer's cache.
+// Lister reads LoadBalancers from an informer's cache. The objects it
+// returns are the cache's: callers must not modify them (DeepCopy first).
 type Lister struct{ indexer cache.Indexer }
 
 // NewLister returns a Lister over an informer from NewInformer.
@@ -133,8 +184,9 @@ func (l Lister) Get(namespace, name string) (*v1alpha1.LoadBalancer, error) {
 
 // List returns every cached object.
 func (l Lister) List() ([]*v1alpha1.LoadBalancer, error) {
-	var out []*v1alpha1.LoadBalancer
-	for _, obj := range l.indexer.List() {
+	objs := l.indexer.List()
+	out := make([]*v1alpha1.LoadBalancer, 0, len(objs))
+	for _, obj := range objs {
 		lb, err := FromUnstructured(obj)
 		if err != nil {
 			return nil, err
