@@ -26,6 +26,15 @@ const (
 	// DefaultConcurrentServiceSyncs replaces upstream's 1, which makes every
 	// LoadBalancer Service wait behind every other at start and leader change.
 	DefaultConcurrentServiceSyncs = 10
+	// DefaultKubeAPIQPS and DefaultKubeAPIBurst replace upstream's 20 and
+	// 30: each LoadBalancer Service costs the service controller's client
+	// about three writes (its status and two Events) and the provider's one,
+	// so at 20/s 1,000 Services created at once waited minutes for their
+	// addresses (docs/benchmarks.md, Scale). Each controller has a client and
+	// a rate limiter of its own; the apiserver's priority and fairness still
+	// protects it.
+	DefaultKubeAPIQPS   = 300
+	DefaultKubeAPIBurst = 500
 	// LeaderElectionResourceName is the Lease the replicas compete for.
 	LeaderElectionResourceName = "groundcloud-controller-manager"
 )
@@ -57,6 +66,8 @@ func NewCommand() (*cobra.Command, error) {
 func applyDefaults(opts *options.CloudControllerManagerOptions) {
 	opts.KubeCloudShared.CloudProvider.Name = provider.Name
 	opts.ServiceController.ConcurrentServiceSyncs = DefaultConcurrentServiceSyncs
+	opts.Generic.ClientConnection.QPS = DefaultKubeAPIQPS
+	opts.Generic.ClientConnection.Burst = DefaultKubeAPIBurst
 	opts.Generic.LeaderElection.ResourceName = LeaderElectionResourceName
 }
 
@@ -82,6 +93,9 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	}
 	if err == nil && cloud == nil {
 		err = fmt.Errorf("cloud provider %q is not known; this binary provides %q", shared.Name, provider.Name)
+	}
+	if err == nil {
+		trimInformers(c.SharedInformers, c.ComponentConfig.Generic.Controllers)
 	}
 	if err == nil {
 		// Pod routes need flags of the upstream route controller; say so

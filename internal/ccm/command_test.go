@@ -15,6 +15,8 @@ func TestDefaults(t *testing.T) {
 		"leader-elect-resource-name":   "groundcloud-controller-manager",
 		"cloud-config-reload-interval": "2s",
 		"leader-elect":                 "true",
+		"kube-api-qps":                 "300",
+		"kube-api-burst":               "500",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)
