@@ -33,6 +33,15 @@ const FieldManager = "groundcloud-controller-manager"
 // while the allocator is still being rebuilt.
 const retryNotReady = time.Second
 
+// readyWait is how long Ensure and Delete wait for the allocator's
+// rebuild before they ask the service controller to retry. Waiting, rather
+// than failing at once, spares every Service a SyncLoadBalancerFailed
+// Event and a second EnsuringLoadBalancer Event at each start of the
+// controller manager: the service controller calls Ensure for every
+// Service as soon as it starts, usually before the LoadBalancer informer
+// has synced (a second or two at 1,000 Services).
+var readyWait = 30 * time.Second
+
 // errNotReady: the allocator has not been rebuilt from the records yet.
 var errNotReady = errors.New("load balancer records are still being read; retrying")
 
@@ -45,6 +54,7 @@ type Manager struct {
 	informer cache.SharedIndexInformer
 	lister   lbapi.Lister
 	ready    atomic.Bool
+	readyCh  chan struct{}               // closed when ready is set
 	install  func(context.Context) error // the CRDs
 
 	mu        sync.Mutex // guards alloc and pools
@@ -58,7 +68,7 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config) *Manager {
 	inf := lbapi.NewInformer(dyn, 0)
 	return &Manager{
 		dyn: dyn, client: lbapi.NewClient(dyn), config: cfg,
-		informer: inf, lister: lbapi.NewLister(inf),
+		informer: inf, lister: lbapi.NewLister(inf), readyCh: make(chan struct{}),
 		install: func(ctx context.Context) error { return lbapi.InstallCRDs(ctx, dyn, FieldManager) },
 	}
 }
@@ -85,6 +95,7 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	m.rebuild(ctx)
 	m.ready.Store(true)
+	close(m.readyCh)
 	<-ctx.Done()
 }
 
@@ -139,8 +150,8 @@ func compareKeys(a, b *v1alpha1.LoadBalancer) int {
 // changed, and returns the Service's load-balancer status. On error nothing
 // new stays allocated.
 func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	if !m.ready.Load() {
-		return nil, api.NewRetryError(errNotReady.Error(), retryNotReady)
+	if err := m.waitReady(ctx); err != nil {
+		return nil, err
 	}
 	if err := checkPorts(svc); err != nil {
 		return nil, err
@@ -169,7 +180,27 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node)
 	if err := m.write(ctx, svc, spec); err != nil {
 		return nil, err
 	}
+	// As upstream's "Ensuring load balancer" (V(2) too), but when done.
+	klog.FromContext(ctx).V(2).Info("Ensured LoadBalancer", "service", klog.KObj(svc), "addresses", spec.Addresses)
 	return ServiceStatus(&spec), nil
+}
+
+// waitReady returns nil once the allocator is rebuilt, waiting up to
+// readyWait; then a RetryError (or ctx's error).
+func (m *Manager) waitReady(ctx context.Context) error {
+	if m.ready.Load() {
+		return nil
+	}
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-m.readyCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return api.NewRetryError(errNotReady.Error(), retryNotReady)
+	}
 }
 
 // inventoryAddresses gives a node's addresses from the cloud-config
@@ -270,8 +301,8 @@ func removeServiceOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
 
 // Delete releases svc's addresses and deletes its LoadBalancer.
 func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
-	if !m.ready.Load() {
-		return api.NewRetryError(errNotReady.Error(), retryNotReady)
+	if err := m.waitReady(ctx); err != nil {
+		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleting LoadBalancer", "service", klog.KObj(svc))
 	err := m.client.Delete(ctx, svc.Namespace, svc.Name, metav1.DeleteOptions{})

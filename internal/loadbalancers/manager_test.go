@@ -198,6 +198,8 @@ func TestRestartRebuildsAllocator(t *testing.T) {
 }
 
 func TestNotReadyIsRetried(t *testing.T) {
+	defer func(d time.Duration) { readyWait = d }(readyWait)
+	readyWait = 50 * time.Millisecond
 	m := NewManager(newFakeDynamic(), nil)
 	_, err := m.Ensure(context.Background(), newSvc("web"), nil)
 	var retry *api.RetryError
