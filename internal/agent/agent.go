@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +83,7 @@ type Agent struct {
 	runner   *dataplane.Runner
 
 	reannounce atomic.Bool // announce held addresses after the next sync
+	reports    reportQueue
 	looseOnce  sync.Once
 	held       map[netip.Addr]bool // owned after the last sync; used by sync only
 }
@@ -93,7 +93,7 @@ func New(cfg Config) *Agent {
 	if cfg.Cluster != nil && cfg.Owner == nil {
 		cfg.Owner = cfg.Cluster
 	}
-	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic)}
+	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic), reports: newReportQueue()}
 	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
 	a.lister = lbapi.NewLister(a.informer)
 	a.runner = dataplane.NewRunner(a.sync, cfg.MinSync, cfg.MaxSync)
@@ -126,6 +126,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.checker.Run(runCtx) })
 	wg.Go(func() { a.runner.Run(runCtx) })
 	wg.Go(func() { a.announce(runCtx) })
+	wg.Go(func() { a.reportLoop(runCtx) })
 	clusterErr := make(chan error, 1)
 	if a.cfg.Cluster != nil {
 		wg.Go(func() { clusterErr <- a.cfg.Cluster.Run(runCtx, a.clusterHooks(runCtx)) })
@@ -209,11 +210,12 @@ func (a *Agent) sync(ctx context.Context) error {
 	if a.reannounce.Swap(false) {
 		a.cfg.Addresses.Announce(ctx)
 	}
-	a.report(ctx, lbs, owned, errors.Join(syncErr, addrErr))
+	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr)})
 	return errors.Join(syncErr, addrErr)
 }
 
-// report writes each LoadBalancer's status where it changed.
+// report writes each LoadBalancer's status where it changed, with
+// reportWorkers writes in flight.
 func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error) {
 	now := metav1.Now()
 	var member *membership.Status
@@ -221,25 +223,58 @@ func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned 
 		st := a.cfg.Cluster.Status()
 		member = &st
 	}
-	for _, lb := range lbs {
-		r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed", Member: member}
-		if syncErr != nil {
-			r.Message = syncErr.Error()
-		}
-		for _, s := range lb.Spec.Addresses {
-			if ad, err := netip.ParseAddr(s); err == nil && slices.Contains(owned, ad.Unmap()) {
-				r.Held = append(r.Held, ad.Unmap())
+	held := make(map[netip.Addr]bool, len(owned))
+	for _, ad := range owned {
+		held[ad] = true
+	}
+	work := make(chan *v1alpha1.LoadBalancer)
+	var wg sync.WaitGroup
+	for range reportWorkers {
+		wg.Go(func() {
+			for lb := range work {
+				a.reportOne(ctx, lb, held, syncErr, member, now)
 			}
-		}
-		st, changed := desiredStatus(lb, r, now)
-		if !changed {
+		})
+	}
+	for _, lb := range lbs {
+		// The sync's copy may be older than the cache: report on the
+		// cached object of the same generation (a newer generation gets a
+		// sync and a report of its own).
+		if cur, err := a.lister.Get(lb.Namespace, lb.Name); err != nil || cur.Generation != lb.Generation {
 			continue
+		} else {
+			lb = cur
 		}
-		if err := a.writeStatus(ctx, lb, st); err != nil {
-			klog.FromContext(ctx).Error(err, "Cannot write LoadBalancer status", "loadBalancer", klog.KObj(lb))
-			statusWriteFailures.Inc()
+		select {
+		case work <- lb:
+		case <-ctx.Done():
 		}
 	}
+	close(work)
+	wg.Wait()
+}
+
+func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned map[netip.Addr]bool, syncErr error, member *membership.Status, now metav1.Time) {
+	r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed", Member: member}
+	if syncErr != nil {
+		r.Message = syncErr.Error()
+	}
+	for _, s := range lb.Spec.Addresses {
+		if ad, err := netip.ParseAddr(s); err == nil && owned[ad.Unmap()] {
+			r.Held = append(r.Held, ad.Unmap())
+		}
+	}
+	st, changed := desiredStatus(lb, r, now)
+	if !changed || a.reports.inFlight(lb, st) {
+		return
+	}
+	if err := a.writeStatus(ctx, lb, st); err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot write LoadBalancer status", "loadBalancer", klog.KObj(lb))
+		statusWriteFailures.Inc()
+		a.reports.forget(lb)
+		return
+	}
+	a.reports.wrote(lb, st)
 }
 
 func (a *Agent) writeStatus(ctx context.Context, lb *v1alpha1.LoadBalancer, st v1alpha1.LoadBalancerStatus) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,10 +37,24 @@ type Options struct {
 	MinSync, MaxSync   time.Duration
 	AnnounceEach       time.Duration
 	MetricsBindAddress string
+	// KubeAPIQPS and KubeAPIBurst limit the agent's requests to the
+	// apiserver (client-go's defaults are 5 and 10).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// Profiling serves net/http/pprof under /debug/pprof/ on the metrics
+	// address.
+	Profiling bool
 	// Ownership is --vip-ownership; Membership configures memberlist.
 	Ownership  string
 	Membership membership.Options
 }
+
+// Default client rate limits: at client-go's 5 per second, reporting the
+// status of 1,000 new LoadBalancers took over three minutes.
+const (
+	DefaultKubeAPIQPS   = 100
+	DefaultKubeAPIBurst = 200
+)
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
@@ -54,6 +69,8 @@ func NewOptions() *Options {
 		MaxSync:            30 * time.Second,
 		AnnounceEach:       10 * time.Second,
 		MetricsBindAddress: "127.0.0.1:10263",
+		KubeAPIQPS:         DefaultKubeAPIQPS,
+		KubeAPIBurst:       DefaultKubeAPIBurst,
 		Ownership:          OwnershipAll,
 		Membership:         membership.NewOptions(),
 	}
@@ -73,6 +90,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MinSync <= 0 || o.MaxSync < o.MinSync {
 		errs = append(errs, fmt.Errorf("--min-sync-interval (%s) must be > 0 and <= --max-sync-interval (%s)", o.MinSync, o.MaxSync))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps (%v) must be > 0 and --kube-api-burst (%d) >= 1", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if o.Profiling && o.MetricsBindAddress == "" {
+		errs = append(errs, errors.New("--profiling needs --metrics-bind-address: the profiles are served there"))
 	}
 	if o.AnnounceEach <= 0 {
 		errs = append(errs, errors.New("--announce-interval must be > 0"))
@@ -115,6 +138,9 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.MaxSync, "max-sync-interval", o.MaxSync, "most time between two data plane syncs")
 	fs.DurationVar(&o.AnnounceEach, "announce-interval", o.AnnounceEach, "how often held virtual IPs are re-announced (gratuitous ARP, unsolicited NA)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics and /healthz; empty disables")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "requests per second to the apiserver (mostly LoadBalancer status writes: one per LoadBalancer when its data plane changes)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of requests to the apiserver")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address")
 	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
 	o.Membership.AddFlags(fs)
 	logsapi.AddFlags(logOptions, fs)
@@ -144,7 +170,7 @@ func (o *Options) Run(ctx context.Context) error {
 	RegisterMetrics()
 	health.RegisterMetrics()
 	if o.MetricsBindAddress != "" {
-		if err := serveMetrics(ctx, o.MetricsBindAddress); err != nil {
+		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling); err != nil {
 			return err
 		}
 	}
@@ -173,10 +199,17 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) restConfig() (*rest.Config, error) {
-	return kubeconfig.RESTConfig(o.Kubeconfig, "groundcloud-agent")
+	cfg, err := kubeconfig.RESTConfig(o.Kubeconfig, "groundcloud-agent")
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	return cfg, nil
 }
 
-func serveMetrics(ctx context.Context, addr string) error {
+// serveMetrics serves /metrics and /healthz on addr, and with profiling
+// the Go profiles under /debug/pprof/.
+func serveMetrics(ctx context.Context, addr string, profiling bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
@@ -184,6 +217,13 @@ func serveMetrics(ctx context.Context, addr string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", legacyregistry.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, ... by name
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {

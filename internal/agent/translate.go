@@ -26,8 +26,10 @@ func Translate(lbs []*v1alpha1.LoadBalancer, healthy func(health.Target) bool) P
 	var p Plan
 	targets := map[health.Target]struct{}{}
 	vips := map[netip.Addr]struct{}{}
+	shared := &backendLists{}
+	p.State.Services = make([]dataplane.Service, 0, len(lbs))
 	for _, lb := range lbs {
-		svc := translateOne(lb, healthy, targets)
+		svc := translateOne(lb, healthy, targets, shared)
 		for _, a := range svc.VIPs {
 			vips[a] = struct{}{}
 		}
@@ -45,7 +47,50 @@ func Translate(lbs []*v1alpha1.LoadBalancer, healthy func(health.Target) bool) P
 	return p
 }
 
-func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, targets map[health.Target]struct{}) dataplane.Service {
+// backendLists shares translated backend lists among the LoadBalancers of
+// one Translate: all of them usually list the same nodes with the same
+// health check, and a copy per LoadBalancer per sync was the largest part
+// of the agent's memory at thousands of them. The lists are read-only.
+type backendLists struct {
+	keys  []backendsKey
+	lists [][]dataplane.Backend
+}
+
+type backendsKey struct {
+	backends []v1alpha1.Backend
+	check    v1alpha1.HealthCheck
+	checked  bool
+}
+
+func keyOf(lb *v1alpha1.LoadBalancer) backendsKey {
+	k := backendsKey{backends: lb.Spec.Backends}
+	if hc := lb.Spec.HealthCheck; hc != nil {
+		k.check, k.checked = *hc, true
+	}
+	return k
+}
+
+// maxSharedLists bounds the lists compared against each LoadBalancer's.
+const maxSharedLists = 8
+
+func (s *backendLists) find(k backendsKey) ([]dataplane.Backend, bool) {
+	for i, known := range s.keys {
+		if known.checked == k.checked && known.check == k.check && slices.EqualFunc(known.backends, k.backends, func(a, b v1alpha1.Backend) bool {
+			return a.NodeName == b.NodeName && slices.Equal(a.Addresses, b.Addresses)
+		}) {
+			return s.lists[i], true
+		}
+	}
+	return nil, false
+}
+
+func (s *backendLists) add(k backendsKey, list []dataplane.Backend) {
+	if len(s.keys) < maxSharedLists {
+		s.keys, s.lists = append(s.keys, k), append(s.lists, list)
+	}
+}
+
+func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, targets map[health.Target]struct{}, shared *backendLists) dataplane.Service {
 	svc := dataplane.Service{
 		Name:     lb.Namespace + "/" + lb.Name,
 		Affinity: lb.Spec.SessionAffinity == string(v1.ServiceAffinityClientIP),
@@ -66,6 +111,17 @@ func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, t
 			svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
 		}
 	}
+	// A backend list depends on the spec's list and health check only (the
+	// first LoadBalancer with them added their targets already).
+	if shared != nil {
+		k := keyOf(lb)
+		if list, ok := shared.find(k); ok {
+			svc.Backends = list
+			return svc
+		}
+		defer func() { shared.add(k, svc.Backends) }()
+	}
+	svc.Backends = make([]dataplane.Backend, 0, len(lb.Spec.Backends))
 	for _, b := range lb.Spec.Backends {
 		be := dataplane.Backend{Node: b.NodeName, Healthy: true}
 		for _, s := range b.Addresses {

@@ -134,3 +134,31 @@ func TestDesiredStatus(t *testing.T) {
 		t.Errorf("failed sync: changed=%v %+v", changed, st4)
 	}
 }
+
+func TestTranslateSharesBackendLists(t *testing.T) {
+	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	other := func(lb *v1alpha1.LoadBalancer) { lb.Spec.Backends = lb.Spec.Backends[:1] }
+	otherCheck := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: 31000, Path: "/healthz"}
+	}
+	down := health.Target{Addr: a12, Port: 31000, Path: "/healthz"}
+	p := Translate([]*v1alpha1.LoadBalancer{
+		newLB("a", noCheck), newLB("b", noCheck), newLB("c", noCheck, other), newLB("d"), newLB("e"), newLB("f", otherCheck),
+	}, func(t health.Target) bool { return t != down })
+	s := p.State.Services
+	if &s[0].Backends[0] != &s[1].Backends[0] || &s[3].Backends[0] != &s[4].Backends[0] {
+		t.Error("equal backend lists with equal health checks are not shared")
+	}
+	if len(s[2].Backends) != 1 || &s[2].Backends[0] == &s[0].Backends[0] {
+		t.Error("a different backend list was shared")
+	}
+	if &s[3].Backends[0] == &s[0].Backends[0] || &s[5].Backends[0] == &s[3].Backends[0] {
+		t.Error("backend lists with different health checks were shared")
+	}
+	if !s[3].Backends[1].Healthy || s[5].Backends[1].Healthy {
+		t.Errorf("health of node-2: %v with the shared check, %v with its own; want true, false", s[3].Backends[1].Healthy, s[5].Backends[1].Healthy)
+	}
+	if len(p.Targets) != 4 {
+		t.Errorf("targets = %v, want node-1 and node-2 on 10256 and on 31000", p.Targets)
+	}
+}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,14 +19,18 @@ const HashSeed = 0x67636c64 // "gcld"
 // Validate reports are left out; everything else is programmed.
 func Desired(s State) Ruleset {
 	services, _ := normalize(s)
-	return desired(services)
+	return desired(services, nil)
 }
 
-func desired(services []service) Ruleset {
-	return Ruleset{
-		IPv4: desiredTable(ipv4, services),
-		IPv6: desiredTable(ipv6, services),
+// desired computes the ruleset; memo (may be nil) remembers bucket
+// assignments between calls.
+func desired(services []service, memo *assignMemo) Ruleset {
+	r := Ruleset{
+		IPv4: desiredTable(ipv4, services, memo),
+		IPv6: desiredTable(ipv6, services, memo),
 	}
+	memo.sweep()
+	return r
 }
 
 // family holds what differs between the ip and ip6 tables.
@@ -84,15 +89,15 @@ func skeleton(f family) *Table {
 	return t
 }
 
-func desiredTable(f family, services []service) *Table {
+func desiredTable(f family, services []service, memo *assignMemo) *Table {
 	t := skeleton(f)
 	for _, svc := range services {
-		addService(t, f, svc)
+		addService(t, f, svc, memo)
 	}
 	return t
 }
 
-func addService(t *Table, f family, svc service) {
+func addService(t *Table, f family, svc service, memo *assignMemo) {
 	var frontends []frontend
 	for _, fe := range svc.frontends {
 		if f.is(fe.vip) {
@@ -103,18 +108,14 @@ func addService(t *Table, f family, svc service) {
 		return
 	}
 
-	addrs := map[string]netip.Addr{}
-	var backends []Backend
-	for _, b := range svc.backends {
-		for _, a := range b.Addrs {
-			if f.is(a) {
-				addrs[b.Node] = a
-				backends = append(backends, b)
-				break
-			}
-		}
+	// The backends with an address of this family: usually all of them,
+	// and then no copy (this runs for every service on every sync).
+	backends := svc.backends
+	if slices.ContainsFunc(backends, func(b Backend) bool { return !f.has(b) }) {
+		backends = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !f.has(b) })
 	}
-	buckets := Assign(svc.name, backends)
+	addrs := backendAddrs{f: f, backends: backends}
+	buckets := memo.assign(f.ip+" "+svc.name, svc.name, backends)
 	reachable := buckets[0] != ""
 
 	fwChain := ""
@@ -141,7 +142,7 @@ func addService(t *Table, f family, svc service) {
 		t.addElement(mapVIPSNAT, []string{fe.vip.String()}, []string{fe.vip.String()})
 		if fe.port.Protocol == UDP && reachable {
 			for _, node := range buckets {
-				t.UDPFlows[Flow{VIP: fe.vip, Port: fe.port.Port, Backend: addrs[node], NodePort: fe.port.NodePort}] = true
+				t.UDPFlows[Flow{VIP: fe.vip, Port: fe.port.Port, Backend: addrs.of(node), NodePort: fe.port.NodePort}] = true
 			}
 		}
 	}
@@ -151,21 +152,51 @@ func addService(t *Table, f family, svc service) {
 // 1.0.6 needs "meta l4proto" before "dnat ... map". The map is anonymous: a
 // named map keyed by a hash needs "typeof jhash ...", which nft 1.0.6 accepts
 // but then crashes listing.
-func dnatRule(f family, p Port, affinity bool, buckets Assignment, addrs map[string]netip.Addr) string {
+func dnatRule(f family, p Port, affinity bool, buckets Assignment, addrs backendAddrs) string {
 	key := f.ip + " saddr . th sport"
 	if affinity {
 		key = f.ip + " saddr"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "meta l4proto %s dnat %s to jhash %s mod %d seed %#x map { ", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed)
+	// Built with appends: this runs for every service port on every sync.
+	b := make([]byte, 0, 96+BucketCount*32)
+	b = fmt.Appendf(b, "meta l4proto %s dnat %s to jhash %s mod %d seed %#x map { ", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed)
 	for i, node := range buckets {
 		if i > 0 {
-			b.WriteString(", ")
+			b = append(b, ", "...)
 		}
-		fmt.Fprintf(&b, "%d : %s . %d", i, addrs[node], p.NodePort)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, " : "...)
+		b = addrs.of(node).AppendTo(b)
+		b = append(b, " . "...)
+		b = strconv.AppendUint(b, uint64(p.NodePort), 10)
 	}
-	b.WriteString(" }")
-	return b.String()
+	b = append(b, " }"...)
+	return string(b)
+}
+
+// has reports whether b has an address of the family.
+func (f family) has(b Backend) bool {
+	return slices.ContainsFunc(b.Addrs, f.is)
+}
+
+// backendAddrs gives each backend's first address of a family; backends
+// are sorted by node name (normalize sorts them) and all have one.
+type backendAddrs struct {
+	f        family
+	backends []Backend
+}
+
+func (ba backendAddrs) of(node string) netip.Addr {
+	i, ok := slices.BinarySearchFunc(ba.backends, node, func(b Backend, n string) int { return strings.Compare(b.Node, n) })
+	if !ok {
+		return netip.Addr{}
+	}
+	for _, a := range ba.backends[i].Addrs {
+		if ba.f.is(a) {
+			return a
+		}
+	}
+	return netip.Addr{}
 }
 
 // firewallRule drops new flows from outside ranges (the ranges of this

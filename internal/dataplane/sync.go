@@ -30,6 +30,7 @@ func NewNFTables(family knftables.Family) (knftables.Interface, error) {
 type Syncer struct {
 	nft       map[knftables.Family]knftables.Interface
 	conntrack Conntrack
+	memo      *assignMemo // guarded by mu
 
 	mu       sync.Mutex
 	needFull bool
@@ -43,7 +44,7 @@ type Syncer struct {
 // family are not programmed) and a Conntrack (nil: entries are never
 // deleted). It does no I/O.
 func NewSyncer(ipv4, ipv6 knftables.Interface, ct Conntrack) *Syncer {
-	s := &Syncer{nft: map[knftables.Family]knftables.Interface{}, conntrack: ct, needFull: true, unflushed: map[Flow]bool{}}
+	s := &Syncer{nft: map[knftables.Family]knftables.Interface{}, conntrack: ct, memo: newAssignMemo(), needFull: true, unflushed: map[Flow]bool{}}
 	if ipv4 != nil {
 		s.nft[knftables.IPv4Family] = ipv4
 	}
@@ -71,7 +72,7 @@ func (s *Syncer) Sync(ctx context.Context, st State) error {
 	if len(problems) > 0 {
 		logger.V(2).Info("Skipping invalid parts of the load-balancer state", "err", errors.Join(problems...))
 	}
-	desired := desired(services)
+	desired := desired(services, s.memo)
 	full := s.needFull
 	start := time.Now()
 

@@ -108,26 +108,13 @@ func normalizeService(svc Service) (service, []error) {
 		return int(a.Port) - int(b.Port)
 	})
 
-	seenNodes := map[string]bool{}
-	for _, b := range svc.Backends {
-		switch {
-		case b.Node == "":
-			bad("backend with an empty node name")
-		case seenNodes[b.Node]:
-			bad("backend %q listed more than once", b.Node)
-		default:
-			seenNodes[b.Node] = true
-			addrs := slices.DeleteFunc(slices.Clone(b.Addrs), func(a netip.Addr) bool {
-				ok := validUnicast(a)
-				if !ok {
-					bad("backend %q: unusable address %q", b.Node, a)
-				}
-				return !ok
-			})
-			clean.backends = append(clean.backends, Backend{Node: b.Node, Addrs: addrs, Healthy: b.Healthy})
-		}
+	if cleanBackends(svc.Backends) {
+		// Nothing to drop or sort (the usual case): use the list as it is,
+		// shared with the caller, who may share it among services.
+		clean.backends = svc.Backends
+	} else {
+		clean.backends = normalizeBackends(svc.Backends, bad)
 	}
-	slices.SortFunc(clean.backends, func(a, b Backend) int { return strings.Compare(a.Node, b.Node) })
 
 	for _, r := range svc.SourceRanges {
 		if !r.IsValid() || r.Addr().Is4In6() || r.Addr().Zone() != "" {
@@ -176,5 +163,58 @@ func minimalPrefixes(in []netip.Prefix) []netip.Prefix {
 		}
 		out = append(out, p)
 	}
+	return out
+}
+
+func all[T any](s []T, ok func(T) bool) bool {
+	for _, x := range s {
+		if !ok(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanBackends reports whether backends need no normalizing: named,
+// sorted by strictly increasing name (so no duplicates), every address
+// usable.
+func cleanBackends(backends []Backend) bool {
+	for i, b := range backends {
+		if b.Node == "" || (i > 0 && backends[i-1].Node >= b.Node) || !all(b.Addrs, validUnicast) {
+			return false
+		}
+	}
+	return true
+}
+
+// normalizeBackends drops unnamed and repeated backends and unusable
+// addresses, and sorts by name; it reports each problem with bad.
+func normalizeBackends(backends []Backend, bad func(format string, args ...any)) []Backend {
+	seenNodes := make(map[string]bool, len(backends))
+	out := make([]Backend, 0, len(backends))
+	for _, b := range backends {
+		switch {
+		case b.Node == "":
+			bad("backend with an empty node name")
+		case seenNodes[b.Node]:
+			bad("backend %q listed more than once", b.Node)
+		default:
+			seenNodes[b.Node] = true
+			// Copied only when an address must go: this runs for every
+			// backend of every service on every sync.
+			addrs := b.Addrs
+			if !all(addrs, validUnicast) {
+				addrs = slices.DeleteFunc(slices.Clone(b.Addrs), func(a netip.Addr) bool {
+					ok := validUnicast(a)
+					if !ok {
+						bad("backend %q: unusable address %q", b.Node, a)
+					}
+					return !ok
+				})
+			}
+			out = append(out, Backend{Node: b.Node, Addrs: addrs, Healthy: b.Healthy})
+		}
+	}
+	slices.SortFunc(out, func(a, b Backend) int { return strings.Compare(a.Node, b.Node) })
 	return out
 }
