@@ -154,7 +154,7 @@ func (e *Env) startControlPlane(ctx context.Context) error {
 	e.logf("starting etcd and kube-apiserver")
 	cp, err := testbed.Start(ctx, testbed.Options{
 		BinDir: e.Opts.ToolsDir, Dir: filepath.Join(e.Opts.Dir, "control-plane"),
-		ServiceCIDR: e.Opts.ServiceCIDR,
+		ServiceCIDR: e.Opts.ServiceCIDR, ExtraAPIServerArgs: e.Opts.ExtraAPIServerArgs,
 	})
 	if err != nil {
 		return err
@@ -208,6 +208,9 @@ func (e *Env) startCCM() error {
 
 // CCMLog is the current controller manager's log file.
 func (e *Env) CCMLog() string { return e.ccm.LogPath }
+
+// CCMPid is the current controller manager's process id.
+func (e *Env) CCMPid() int { return e.ccm.Pid() }
 
 // RestartCCM stops the controller manager and starts it again with the
 // same flags (its exit status on SIGTERM does not matter here).

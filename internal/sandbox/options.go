@@ -44,6 +44,10 @@ type Options struct {
 	// ServiceCIDR of the apiserver (default dual-stack 10.96.0.0/16 and
 	// fd00:10:96::/112).
 	ServiceCIDR string
+	// ExtraAPIServerArgs are added to kube-apiserver's flags (see
+	// testbed.Options.ExtraAPIServerArgs), e.g. a wider
+	// --service-node-port-range.
+	ExtraAPIServerArgs []string
 	// AdminIdentity runs the components as test users in system:masters
 	// instead of as their own ServiceAccounts bound by deploy/'s RBAC.
 	AdminIdentity bool

@@ -1,0 +1,438 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// The scale topology: 100 Nodes, 3 of them real netns hosts running
+// nodesim; the other 97 are API objects whose inventory addresses are
+// secondary addresses of the real hosts, so that every backend answers
+// health checks and traffic like a node would.
+const (
+	scaleNodes     = 100
+	scaleRealNodes = 3
+	scaleServices  = 1000
+	scaleMore      = 4000
+	// The step to 5,000 is bounded so that the benchmark stays within its
+	// budget on a slow or busy machine: no new create after
+	// moreCreateBudget, and each wait (addresses, the agent's map) ends
+	// after moreWaitBudget.
+	moreCreateBudget = 150 * time.Second
+	moreWaitBudget   = 90 * time.Second
+	scaleSample      = 50
+	scaleSamplePort  = 20000 // sample k has NodePort scaleSamplePort+k: the static band of 20000-32767, which automatic allocation avoids
+	scaleWorkers     = 32
+	scaleNamespace   = "scale"
+	// ccmSecurePort serves the controller manager's profiles on 127.0.0.1
+	// of the root namespace.
+	ccmSecurePort = 10358
+	// apiNodeNet holds the 97 API nodes' addresses: 100.64.200.<n>.
+	apiNodeNet = "100.64.200."
+)
+
+var (
+	// scaleSubnet is a /16 so that the pool can hold 12,000 addresses. The
+	// lab lives in network namespaces with no link to the root namespace,
+	// so the subnet is never routed on this machine; it is checked anyway.
+	scaleSubnet = netip.MustParsePrefix("100.64.0.0/16")
+	scalePool4  = "100.64.16.1-100.64.63.254"
+)
+
+type scaleEnv struct {
+	*sandbox.Env
+	fast kubernetes.Interface // a client that is not rate-limited
+	dyn  dynamic.Interface
+	lb   *lab.Host
+	cli  *lab.Host
+	// createdAt is when each Service's create call returned.
+	createdAt sync.Map
+}
+
+func startScaleEnv(t *testing.T) *scaleEnv {
+	t.Helper()
+	checkSubnetFree(t, scaleSubnet)
+	tools, err := testbed.ToolsDir(t.Context())
+	must(t, err)
+	var ports []uint16
+	for k := range scaleSample {
+		ports = append(ports, uint16(scaleSamplePort+k))
+	}
+	var machines strings.Builder
+	for n := scaleRealNodes + 1; n <= scaleNodes; n++ {
+		fmt.Fprintf(&machines, "[Machine %q]\nzone = rack-2\ninstance-type = api-only\ninternal-ip = %s%d\n\n", apiNodeName(n), apiNodeNet, n)
+	}
+	e, err := sandbox.Start(t.Context(), sandbox.Options{
+		Dir:                t.TempDir(),
+		ToolsDir:           tools,
+		Binaries:           sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
+		Nodes:              scaleRealNodes,
+		LBHosts:            1,
+		Clients:            []string{"client"},
+		NodeSim:            sandbox.NodeSim{TCPPorts: ports},
+		Subnet4:            scaleSubnet,
+		Pool4:              scalePool4,
+		ExtraCloudConfig:   machines.String(),
+		ExtraAPIServerArgs: []string{"--service-node-port-range=20000-32767"},
+		// Heap profiles (see heapProfiles): the agent serves them on its
+		// metrics address inside its host; the controller manager on its
+		// secure port (upstream --profiling, on by default).
+		ExtraAgentArgs: []string{"--metrics-bind-address=127.0.0.1:10263", "--profiling"},
+		ExtraCCMArgs: []string{"--secure-port=" + fmt.Sprint(ccmSecurePort),
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*",
+			"--authentication-skip-lookup"}, // anonymous is enough for the paths above
+		AdminIdentity: true, // a benchmark of scale, not of permissions
+		Logf:          t.Logf,
+	})
+	must(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 40))
+			t.Logf("last lines of the agent:\n%s", testbed.LogTail(e.Agent(0).LogPath, 40))
+		}
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := e.CP.RESTConfig()
+	cfg.QPS, cfg.Burst = 5000, 5000
+	fast, err := kubernetes.NewForConfig(cfg)
+	must(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	must(t, err)
+	s := &scaleEnv{Env: e, fast: fast, dyn: dyn, lb: e.LBs[0], cli: e.Clients["client"]}
+	s.addAPINodes(t)
+	_, err = fast.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNamespace}}, metav1.CreateOptions{})
+	must(t, err)
+	return s
+}
+
+func apiNodeName(n int) string { return fmt.Sprintf("api-node-%03d", n) }
+
+// checkSubnetFree refuses a subnet that overlaps an address of this
+// machine (the lab would not touch it, but results would be confusing).
+func checkSubnetFree(t *testing.T, p netip.Prefix) {
+	addrs, err := net.InterfaceAddrs()
+	must(t, err)
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil && pfx.Overlaps(p) {
+			t.Fatalf("lab subnet %s overlaps %s of this machine; choose another", p, pfx)
+		}
+	}
+}
+
+// addAPINodes gives the real node hosts the API nodes' addresses and
+// registers the API nodes as kubelet would, then waits until the
+// controller manager has initialised all of them.
+func (s *scaleEnv) addAPINodes(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	for n := scaleRealNodes + 1; n <= scaleNodes; n++ {
+		h := s.Nodes[n%scaleRealNodes]
+		out, err := h.Command(ctx, "ip", "address", "add", fmt.Sprintf("%s%d/16", apiNodeNet, n), "dev", h.Iface, "nodad").CombinedOutput()
+		if err != nil {
+			t.Fatalf("add address of %s to %s: %v: %s", apiNodeName(n), h.Name, err, out)
+		}
+	}
+	start := time.Now()
+	names := make([]string, 0, scaleNodes-scaleRealNodes)
+	for n := scaleRealNodes + 1; n <= scaleNodes; n++ {
+		names = append(names, apiNodeName(n))
+	}
+	must(t, parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
+		return sandbox.RegisterNode(ctx, s.fast, names[i], v1.ConditionTrue)
+	}))
+	must(t, parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
+		return sandbox.WaitInitialised(ctx, s.fast, names[i])
+	}))
+	t.Logf("registered and initialised %d API nodes in %s", len(names), time.Since(start).Round(time.Millisecond))
+}
+
+// parallel runs fn(0..n-1) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, workers, n int, fn func(ctx context.Context, i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		next int
+		errs []error
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := len(errs) > 0
+				mu.Unlock()
+				if i >= n || stop {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+func scaleServiceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
+
+// isSample says whether service i is one of the traffic sample (every
+// 20th of the first 1,000) and which.
+func isSample(i int) (int, bool) {
+	if i < scaleServices && i%(scaleServices/scaleSample) == 0 {
+		return i / (scaleServices / scaleSample), true
+	}
+	return 0, false
+}
+
+// createServices creates services from..to-1 with scaleWorkers workers.
+func (s *scaleEnv) createServices(ctx context.Context, from, to int) error {
+	_, _, err := s.createServicesUntil(ctx, from, to, time.Time{})
+	return err
+}
+
+// createServicesUntil creates services from..to-1 with scaleWorkers
+// workers, starting no new create after deadline (zero: none), and returns
+// how many it created, all of them below end.
+func (s *scaleEnv) createServicesUntil(ctx context.Context, from, to int, deadline time.Time) (n, end int, err error) {
+	var mu sync.Mutex
+	end = from
+	err = parallel(ctx, scaleWorkers, to-from, func(ctx context.Context, i int) error {
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return nil
+		}
+		if err := s.createService(ctx, from+i); err != nil {
+			return err
+		}
+		mu.Lock()
+		n, end = n+1, max(end, from+i+1)
+		mu.Unlock()
+		return nil
+	})
+	return n, end, err
+}
+
+func (s *scaleEnv) createService(ctx context.Context, i int) error {
+	{
+		port := v1.ServicePort{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}
+		if k, ok := isSample(i); ok {
+			port.NodePort = int32(scaleSamplePort + k)
+		}
+		svc := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: scaleServiceName(i), Namespace: scaleNamespace},
+			Spec: v1.ServiceSpec{
+				Type:     v1.ServiceTypeLoadBalancer,
+				Selector: map[string]string{"app": scaleServiceName(i)},
+				Ports:    []v1.ServicePort{port},
+			},
+		}
+		_, err := s.fast.CoreV1().Services(scaleNamespace).Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create service %d: %w", i, err)
+		}
+		s.createdAt.Store(svc.Name, time.Now())
+		return nil
+	}
+}
+
+// footprint is one process's memory and CPU.
+type footprint struct {
+	RSS, HWM uint64        // bytes
+	CPU      time.Duration // user + system since the process started
+}
+
+func readFootprint(pid int) (footprint, error) {
+	var f footprint
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return f, err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		fs := strings.Fields(l)
+		if len(fs) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseUint(fs[1], 10, 64)
+		switch fs[0] {
+		case "VmRSS:":
+			f.RSS = kb << 10
+		case "VmHWM:":
+			f.HWM = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return f, err
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are fields 14 and 15 of the whole line, in clock ticks (100/s).
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	fs := strings.Fields(rest)
+	if len(fs) < 13 {
+		return f, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseUint(fs[11], 10, 64)
+	st, _ := strconv.ParseUint(fs[12], 10, 64)
+	f.CPU = time.Duration(ut+st) * 10 * time.Millisecond
+	return f, nil
+}
+
+// nft runs nft in the LB host's namespace.
+func (s *scaleEnv) nft(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := s.lb.Command(ctx, "nft", args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("nft %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// servicePorts counts the elements of the agent's dispatch map (0 when
+// the table does not exist).
+func (s *scaleEnv) servicePorts(ctx context.Context) int {
+	out, err := s.nft(ctx, "list", "map", "ip", "groundcloud", "service-ports")
+	if err != nil {
+		return 0
+	}
+	return strings.Count(out, ": goto svc-")
+}
+
+// chainsWith counts the service chains of the agent's IPv4 table that
+// DNAT to addr.
+func (s *scaleEnv) chainsWith(ctx context.Context, addr netip.Addr) (int, error) {
+	out, err := s.nft(ctx, "list", "table", "ip", "groundcloud")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, block := range strings.Split(out, "\tchain ")[1:] {
+		if strings.HasPrefix(block, "svc-") && strings.Contains(block, addr.String()+" . ") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// dialUntil dials addr from the client host every 10 ms (each attempt
+// bounded by 200 ms) until a connection succeeds, and returns when it did.
+func (s *scaleEnv) dialUntil(ctx context.Context, addr netip.AddrPort) (time.Time, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		c, err := s.cli.DialTCP(actx, addr)
+		cancel()
+		if err == nil {
+			done := time.Now()
+			_ = c.Close()
+			return done, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("no connection to %s: %w (last: %v)", addr, ctx.Err(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func pollUntil(ctx context.Context, every, timeout time.Duration, cond func() bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(every):
+		}
+	}
+}
+
+func logFile(dir, name string) string { return filepath.Join(dir, name) }
+
+// heapProfiles saves the controller manager's and the agent's heap
+// profiles as <dir>/<label>-{controller-manager,agent}.heap when
+// GROUNDCLOUD_BENCH_PROFILES names a directory (read them with
+// go tool pprof -sample_index=inuse_space). Failures are logged only.
+func (s *scaleEnv) heapProfiles(t *testing.T, label string) {
+	dir := os.Getenv("GROUNDCLOUD_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("profiles: %v", err)
+		return
+	}
+	ccm := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the controller manager's self-signed serving certificate
+	}}
+	agent := s.lb.HTTPClient()
+	agent.Timeout = 30 * time.Second
+	for _, p := range []struct {
+		who, url string
+		c        *http.Client
+	}{
+		{"controller-manager", fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", ccmSecurePort), ccm},
+		{"agent", "http://127.0.0.1:10263/debug/pprof/heap", agent},
+	} {
+		path := filepath.Join(dir, label+"-"+p.who+".heap")
+		if err := fetch(t.Context(), p.c, p.url, path); err != nil {
+			t.Logf("profiles: %s: %v", p.who, err)
+			continue
+		}
+		t.Logf("profiles: saved %s", path)
+	}
+}
+
+func fetch(ctx context.Context, c *http.Client, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
+	}
+	return os.WriteFile(path, body, 0o644)
+}

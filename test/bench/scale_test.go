@@ -1,0 +1,493 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/availability"
+	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/sandbox"
+)
+
+// scaleResult is everything TestScaleBenchmark measured.
+type scaleResult struct {
+	// Scale: 1,000 Services created at once.
+	created       time.Duration   // creating them (the client's side)
+	allAddressed  time.Duration   // from the first create until the last got an address
+	toAddress     []time.Duration // per service, create call to address
+	toTraffic     []time.Duration // sample: address to first connection
+	scaleWrites   writes
+	scaleQuiet    bool
+	footprint1000 [2]footprint // controller manager, agent
+
+	// Restart of the controller manager.
+	ccmWrites writes
+	ccmQuiet  bool
+	ccmSteady time.Duration // until every Service had an EnsuredLoadBalancer event
+
+	// Restart of the agent, SIGKILL and SIGTERM.
+	agentKill, agentTerm agentRestart
+
+	// Node churn.
+	churn [2]churnResult // add, remove
+
+	// Up to 4,000 more (bounded: see more).
+	moreCreated    int           // created within moreCreateBudget
+	moreCreateTime time.Duration // creating them
+	moreAddressedN int           // of those, addressed within moreWaitBudget
+	moreAddressed  time.Duration
+	moreCPU        [2]time.Duration
+	footprint5000  [2]footprint
+	moreRuleset    time.Duration // until the agent's map held all 5,000
+}
+
+type agentRestart struct {
+	signal   string
+	synced   time.Duration // start of the new agent to its first full sync (log)
+	ruleset  time.Duration // stop to the map holding every service again
+	sample   time.Duration // stop to every sample VIP answering
+	outage   availability.Outage
+	downtime time.Duration // SIGTERM: from the signal until the old agent had exited
+}
+
+type churnResult struct {
+	objects time.Duration // until every LoadBalancer's backends reflected it
+	ruleset time.Duration // until every service chain in the agent's table did
+	writes  writes
+}
+
+// TestScaleBenchmark measures the control plane at 1,000 and 5,000
+// LoadBalancer Services on 100 Nodes: time to addresses and to traffic,
+// apiserver writes, restarts of the controller manager and the agent, a
+// node joining and leaving, and memory and CPU. See docs/benchmarks.md.
+func TestScaleBenchmark(t *testing.T) {
+	skipUnlessBench(t)
+	began := time.Now()
+	s := startScaleEnv(t)
+	t.Logf("environment ready in %s", time.Since(began).Round(time.Second))
+	var r scaleResult
+	s.scale(t, &r)
+	r.footprint1000 = s.footprints(t, "1000")
+	s.restartCCM(t, &r)
+	r.agentKill = s.restartAgent(t, "SIGKILL")
+	r.agentTerm = s.restartAgent(t, "SIGTERM")
+	s.churn(t, &r)
+	s.more(t, &r)
+	t.Logf("scale benchmark took %s", time.Since(began).Round(time.Second))
+	fmt.Println(r.line())
+	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
+		must(t, writeSection(path, "## Scale", scaleSection(t, &r)))
+		t.Logf("wrote the Scale section of %s", path)
+	}
+}
+
+// footprints reads both processes' memory and CPU, and saves their heap
+// profiles under label (none when label is empty; see heapProfiles).
+func (s *scaleEnv) footprints(t *testing.T, label string) [2]footprint {
+	t.Helper()
+	ccm, err := readFootprint(s.CCMPid())
+	must(t, err)
+	agent, err := readFootprint(s.Agent(0).Pid())
+	must(t, err)
+	t.Logf("footprint: controller manager RSS %s (peak %s) CPU %s; agent RSS %s (peak %s) CPU %s",
+		mib(ccm.RSS), mib(ccm.HWM), ccm.CPU, mib(agent.RSS), mib(agent.HWM), agent.CPU)
+	if label != "" {
+		s.heapProfiles(t, label)
+	}
+	return [2]footprint{ccm, agent}
+}
+
+// scale creates 1,000 Services at once and measures time to address, to
+// traffic for a sample, and apiserver writes.
+func (s *scaleEnv) scale(t *testing.T, r *scaleResult) {
+	ctx := t.Context()
+	w, err := watchAddresses(ctx, s.fast)
+	must(t, err)
+	defer w.stop()
+	before, err := readWrites(ctx, s.fast)
+	must(t, err)
+
+	// The sample: one goroutine per Service waits for its address, then
+	// dials through it until a connection succeeds.
+	var mu sync.Mutex
+	var sampleErrs []error
+	var wg sync.WaitGroup
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for i := range scaleServices {
+		if _, ok := isSample(i); !ok {
+			continue
+		}
+		wg.Go(func() {
+			at, ip, err := w.wait(sctx, scaleServiceName(i))
+			var done time.Time
+			if err == nil {
+				done, err = s.dialUntil(sctx, netip.AddrPortFrom(netip.MustParseAddr(ip), 80))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				sampleErrs = append(sampleErrs, err)
+				return
+			}
+			r.toTraffic = append(r.toTraffic, done.Sub(at))
+		})
+	}
+
+	start := time.Now()
+	must(t, s.createServices(ctx, 0, scaleServices))
+	r.created = time.Since(start)
+	t.Logf("created %d services in %s", scaleServices, r.created.Round(time.Millisecond))
+	if !pollUntil(ctx, 50*time.Millisecond, 5*time.Minute, func() bool { n, _ := w.count(0, scaleServices); return n == scaleServices }) {
+		n, _ := w.count(0, scaleServices)
+		t.Fatalf("only %d of %d services got an address within 5 minutes", n, scaleServices)
+	}
+	_, last := w.count(0, scaleServices)
+	r.allAddressed = last.Sub(start)
+	w.mu.Lock()
+	for i := range scaleServices {
+		name := scaleServiceName(i)
+		if c, ok := s.createdAt.Load(name); ok {
+			r.toAddress = append(r.toAddress, w.at[name].Sub(c.(time.Time)))
+		}
+	}
+	w.mu.Unlock()
+	t.Logf("all %d services had an address %s after the first create", scaleServices, r.allAddressed.Round(time.Millisecond))
+	wg.Wait()
+	if len(sampleErrs) > 0 {
+		t.Fatalf("%d of %d sampled services carried no traffic within 5 minutes; first: %v", len(sampleErrs), scaleSample, sampleErrs[0])
+	}
+	t.Logf("address to traffic (sample of %d): p50 %s p99 %s max %s", len(r.toTraffic),
+		percentile(r.toTraffic, 50), percentile(r.toTraffic, 99), percentile(r.toTraffic, 100))
+	after, quiet, err := quiesce(ctx, s.fast, 3*time.Second, 3*time.Minute)
+	must(t, err)
+	r.scaleWrites, r.scaleQuiet = after.minus(before), quiet
+	t.Logf("writes while creating %d services (quiet afterwards: %v): %s", scaleServices, quiet, r.scaleWrites)
+}
+
+// restartCCM restarts the controller manager with the Services in place.
+// It is steady when its log says the provider has ensured every Service
+// ("Ensured LoadBalancer", logged at -v=2 when EnsureLoadBalancer
+// returns). Not the EnsuredLoadBalancer Events: the upstream event
+// broadcaster drops Events beyond a queue of 1,000, both before writing
+// them and before logging them.
+func (s *scaleEnv) restartCCM(t *testing.T, r *scaleResult) {
+	ctx := t.Context()
+	before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
+	must(t, err)
+	start := time.Now()
+	must(t, s.RestartCCM())
+	ensured := &logCount{path: s.CCMLog(), substr: `"Ensured LoadBalancer"`}
+	if !pollUntil(ctx, 100*time.Millisecond, 3*time.Minute, func() bool { return ensured.poll() >= scaleServices }) {
+		t.Fatalf("after the restart the controller manager logged only %d of %d services ensured within 3 minutes", ensured.n, scaleServices)
+	}
+	r.ccmSteady = ensured.at.Sub(start)
+	after, quiet, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
+	must(t, err)
+	r.ccmWrites, r.ccmQuiet = after.minus(before), quiet
+	t.Logf("controller manager restart: every service ensured after %s; writes %s", r.ccmSteady.Round(time.Millisecond), r.ccmWrites)
+}
+
+// logCount counts the lines of a growing log file that contain substr,
+// reading only what was added since the last poll.
+type logCount struct {
+	path, substr string
+	off          int64
+	rest         []byte // an unfinished last line
+	n            int
+	at           time.Time // when n last grew
+}
+
+func (c *logCount) poll() int {
+	f, err := os.Open(c.path)
+	if err != nil {
+		return c.n
+	}
+	defer f.Close()
+	if _, err := f.Seek(c.off, io.SeekStart); err != nil {
+		return c.n
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return c.n
+	}
+	c.off += int64(len(data))
+	data = append(c.rest, data...)
+	end := bytes.LastIndexByte(data, '\n') + 1
+	c.rest = slices.Clone(data[end:])
+	if k := bytes.Count(data[:end], []byte(c.substr)); k > 0 {
+		c.n += k
+		c.at = time.Now()
+	}
+	return c.n
+}
+
+// restartAgent stops the agent (SIGKILL: it leaves its rules and
+// addresses; SIGTERM: it removes them) and starts it again, while a
+// client opens a connection to a sample VIP every 20 ms.
+func (s *scaleEnv) restartAgent(t *testing.T, signal string) agentRestart {
+	ctx := t.Context()
+	res := agentRestart{signal: signal}
+	vips := s.sampleVIPs(t)
+	c, err := availability.Start(ctx, availability.Options{From: s.cli, To: vips[0], Held: -1})
+	must(t, err)
+	defer c.Stop()
+	time.Sleep(time.Second)
+
+	stop := time.Now()
+	if signal == "SIGKILL" {
+		killGroup(t, s.Agent(0))
+	} else {
+		_ = s.Agent(0).Stop() // exits with an error status on SIGTERM or not; only the time matters
+		res.downtime = time.Since(stop)
+	}
+	started := time.Now()
+	must(t, s.StartAgent(ctx, 0))
+	p := s.Agent(0)
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.WaitForOutput(sctx, "Synced data plane"); err == nil {
+			res.synced = time.Since(started)
+		}
+	})
+	if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool { return s.servicePorts(ctx) >= scaleServices }) {
+		t.Fatalf("%s: the agent's map did not hold %d services within 3 minutes", signal, scaleServices)
+	}
+	res.ruleset = time.Since(stop)
+	var last time.Time
+	var mu sync.Mutex
+	var errs []error
+	for _, vip := range vips {
+		wg.Go(func() {
+			done, err := s.dialUntil(sctx, vip)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if done.After(last) {
+				last = done
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%s: %d sample VIPs did not answer after the agent restarted: %v", signal, len(errs), errs[0])
+	}
+	if res.synced == 0 {
+		t.Fatalf("%s: the new agent logged no data plane sync", signal)
+	}
+	res.sample = last.Sub(stop)
+	time.Sleep(time.Second)
+	res.outage = availability.Measure(c.Attempts(), stop, stop.Add(-500*time.Millisecond), time.Now())
+	t.Logf("agent %s: first sync %s after start, map full %s and every sample VIP answering %s after the signal; %d of %d connections failed (gap %s)",
+		signal, res.synced.Round(time.Millisecond), res.ruleset.Round(time.Millisecond), res.sample.Round(time.Millisecond),
+		res.outage.Failed, res.outage.Attempts, res.outage.Gap.Round(time.Millisecond))
+	return res
+}
+
+// sampleVIPs are the addresses and ports of the sampled Services.
+func (s *scaleEnv) sampleVIPs(t *testing.T) []netip.AddrPort {
+	var out []netip.AddrPort
+	for i := range scaleServices {
+		if _, ok := isSample(i); !ok {
+			continue
+		}
+		svc, err := s.fast.CoreV1().Services(scaleNamespace).Get(t.Context(), scaleServiceName(i), metav1.GetOptions{})
+		must(t, err)
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			t.Fatalf("service %s lost its address", svc.Name)
+		}
+		out = append(out, netip.AddrPortFrom(netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP), 80))
+	}
+	return out
+}
+
+// churn adds a real node host and later removes it, and measures when the
+// LoadBalancer objects and the agent's ruleset reflect each.
+func (s *scaleEnv) churn(t *testing.T, r *scaleResult) {
+	ctx := t.Context()
+	const name = "node-churn"
+	h, err := s.Lab.AddHost(ctx, name, lab.HostOptions{})
+	must(t, err)
+	var ports []string
+	for k := range scaleSample {
+		ports = append(ports, fmt.Sprint(scaleSamplePort+k))
+	}
+	p, err := h.Start(context.Background(), logFile(s.Opts.Dir, name+".log"), nodesimBinary,
+		"--name="+name, "--state-dir="+s.StateDir, "--tcp-ports="+joinComma(ports))
+	must(t, err)
+	t.Cleanup(func() { _ = p.Stop() })
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	must(t, p.WaitForOutput(wctx, "nodesim: ready"))
+	cancel()
+	// The inventory must know the machine for the node to get addresses.
+	cfg, err := os.ReadFile(s.CloudConfig)
+	must(t, err)
+	cfg = append(cfg, fmt.Sprintf("[Machine %q]\nzone = rack-1\ninstance-type = nodesim\ninternal-ip = %s\n\n", name, h.Addr4)...)
+	must(t, os.WriteFile(s.CloudConfig, cfg, 0o644))
+	time.Sleep(2 * time.Second) // --cloud-config-reload-interval=500ms
+
+	lbs := s.watchBackends(t, name)
+	defer lbs.stop()
+	for _, add := range []bool{true, false} {
+		before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
+		must(t, err)
+		start := time.Now()
+		if add {
+			must(t, sandbox.RegisterNode(ctx, s.fast, name, "True"))
+		} else {
+			must(t, s.fast.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+		}
+		var res churnResult
+		want := 0
+		if add {
+			want = scaleServices
+		}
+		if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool { return lbs.with() == want }) {
+			t.Fatalf("node %s (added: %v): %d LoadBalancers list it after 3 minutes, want %d", name, add, lbs.with(), want)
+		}
+		res.objects = lbs.last().Sub(start)
+		var n int
+		if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool {
+			n, err = s.chainsWith(ctx, h.Addr4)
+			return err == nil && n == want
+		}) {
+			t.Fatalf("node %s (added: %v): %d service chains DNAT to it after 3 minutes, want %d (%v)", name, add, n, want, err)
+		}
+		res.ruleset = time.Since(start)
+		after, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
+		must(t, err)
+		res.writes = after.minus(before)
+		i := 0
+		if !add {
+			i = 1
+		}
+		r.churn[i] = res
+		t.Logf("node %s added=%v: every LoadBalancer after %s, every chain of the agent after %s; writes %s",
+			name, add, res.objects.Round(time.Millisecond), res.ruleset.Round(time.Millisecond), res.writes)
+	}
+}
+
+// backendWatch follows, per LoadBalancer, whether node is a backend and
+// when that last changed.
+type backendWatch struct {
+	mu    sync.Mutex
+	node  string
+	has   map[string]bool
+	at    time.Time
+	stopF context.CancelFunc
+}
+
+func (s *scaleEnv) watchBackends(t *testing.T, node string) *backendWatch {
+	ctx, cancel := context.WithCancel(t.Context())
+	b := &backendWatch{node: node, has: map[string]bool{}, stopF: cancel}
+	inf := lbapi.NewInformer(s.dyn, 0)
+	see := func(obj any) {
+		lb, err := lbapi.FromUnstructured(obj)
+		if err != nil {
+			return
+		}
+		has := slices.ContainsFunc(lb.Spec.Backends, func(be v1alpha1.Backend) bool { return be.NodeName == node })
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.has[lb.Name] != has {
+			b.has[lb.Name], b.at = has, time.Now()
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, cur any) { see(cur) }})
+	must(t, err)
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		t.Fatal("LoadBalancer informer did not sync")
+	}
+	return b
+}
+
+func (b *backendWatch) stop() { b.stopF() }
+
+func (b *backendWatch) with() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, has := range b.has {
+		if has {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *backendWatch) last() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at
+}
+
+// more creates up to 4,000 more Services and measures time to address
+// and the footprint at the new total. It is bounded: creation stops after
+// moreCreateBudget and the waits after moreWaitBudget each; what was
+// reached is reported as it is.
+func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
+	ctx := t.Context()
+	if _, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	pre := s.footprints(t, "")
+	w, err := watchAddresses(ctx, s.fast)
+	must(t, err)
+	defer w.stop()
+	start := time.Now()
+	n, end, err := s.createServicesUntil(ctx, scaleServices, scaleServices+scaleMore, start.Add(moreCreateBudget))
+	must(t, err)
+	r.moreCreated, r.moreCreateTime = n, time.Since(start)
+	t.Logf("created %d more services in %s", n, r.moreCreateTime.Round(time.Millisecond))
+	pollUntil(ctx, 100*time.Millisecond, moreWaitBudget, func() bool {
+		k, _ := w.count(scaleServices, end)
+		return k == n
+	})
+	k, last := w.count(scaleServices, end)
+	r.moreAddressedN = k
+	if k > 0 {
+		r.moreAddressed = last.Sub(start)
+	}
+	total := scaleServices + k
+	if pollUntil(ctx, 200*time.Millisecond, moreWaitBudget, func() bool { return s.servicePorts(ctx) >= total }) {
+		r.moreRuleset = time.Since(start)
+	}
+	if _, _, err := quiesce(ctx, s.fast, 3*time.Second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.footprint5000 = s.footprints(t, fmt.Sprint(scaleServices+n))
+	for i := range 2 {
+		r.moreCPU[i] = r.footprint5000[i].CPU - pre[i].CPU
+	}
+	t.Logf("%d more services (of %d planned): %d addressed after %s, the agent's map held them after %s (0: not within %s)",
+		n, scaleMore, k, r.moreAddressed.Round(time.Millisecond), r.moreRuleset.Round(time.Millisecond), moreWaitBudget)
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
