@@ -9,36 +9,22 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/groundcloud/groundcloud/internal/frames"
 )
 
 const (
 	arpFrameLen  = 42 // Ethernet header 14 + ARP for IPv4 over Ethernet 28
-	minFrameLen  = 60 // Ethernet minimum without the frame check sequence
 	arpRequest   = 1
 	arpReply     = 2
 	packetOutgng = unix.PACKET_OUTGOING
 )
 
-var broadcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
 // arpProbe is an RFC 5227 ARP probe for a: a broadcast request from mac
 // with sender protocol address 0.0.0.0, so that no receiver learns anything
 // from it, and every host holding a answers to mac.
 func arpProbe(mac net.HardwareAddr, a netip.Addr) []byte {
-	ip := a.As4()
-	b := make([]byte, 0, minFrameLen)
-	b = append(b, broadcastMAC...)
-	b = append(b, mac...)
-	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_ARP)
-	b = binary.BigEndian.AppendUint16(b, 1) // hardware type: Ethernet
-	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_IP)
-	b = append(b, 6, 4)
-	b = binary.BigEndian.AppendUint16(b, arpRequest)
-	b = append(b, mac...)
-	b = append(b, 0, 0, 0, 0) // sender protocol address: none
-	b = append(b, make([]byte, 6)...)
-	b = append(b, ip[:]...)
-	return b[:minFrameLen]
+	return frames.ARPRequest(mac, netip.IPv4Unspecified(), a)
 }
 
 // arpPacket is the part of an ARP frame the guard reads.

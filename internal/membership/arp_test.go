@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/groundcloud/groundcloud/internal/frames"
 )
 
 func TestARPFrames(t *testing.T) {
@@ -15,7 +17,7 @@ func TestARPFrames(t *testing.T) {
 	now := time.Unix(0, 0)
 
 	probe := arpProbe(other, v)
-	if len(probe) != minFrameLen {
+	if len(probe) != frames.MinLen {
 		t.Fatalf("probe is %d bytes", len(probe))
 	}
 	p, ok := parseARP(probe)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/groundcloud/groundcloud/internal/frames"
 )
 
 // IPv6 has no ARP: the guard watches IPv6 addresses with Neighbor
@@ -87,46 +89,11 @@ func solicitedNode(a netip.Addr) netip.Addr {
 // for a, from mac: a Neighbor Solicitation from :: to a's solicited-node
 // group with target a and no option.
 func dadProbe(mac net.HardwareAddr, a netip.Addr) []byte {
-	target, dst := a.As16(), solicitedNode(a).As16()
-	var src [16]byte
+	target := a.As16()
 	icmp := make([]byte, nsLen)
 	icmp[0] = ndpSolicitation
 	copy(icmp[8:], target[:])
-	binary.BigEndian.PutUint16(icmp[2:4], icmpv6Checksum(src, dst, icmp))
-
-	b := make([]byte, 0, 14+40+nsLen)
-	b = append(b, 0x33, 0x33, dst[12], dst[13], dst[14], dst[15]) // RFC 2464 multicast MAC
-	b = append(b, mac...)
-	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_IPV6)
-	b = append(b, 0x60, 0, 0, 0) // version 6, traffic class 0, flow label 0
-	b = binary.BigEndian.AppendUint16(b, nsLen)
-	b = append(b, unix.IPPROTO_ICMPV6, ndpHopLimit)
-	b = append(b, src[:]...)
-	b = append(b, dst[:]...)
-	return append(b, icmp...)
-}
-
-// icmpv6Checksum is the Internet checksum of the IPv6 pseudo-header and msg
-// (whose checksum field is zero).
-func icmpv6Checksum(src, dst [16]byte, msg []byte) uint16 {
-	var sum uint32
-	add := func(b []byte) {
-		for i := 0; i+1 < len(b); i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(b[i:]))
-		}
-		if len(b)%2 == 1 {
-			sum += uint32(b[len(b)-1]) << 8
-		}
-	}
-	add(src[:])
-	add(dst[:])
-	add(binary.BigEndian.AppendUint32(nil, uint32(len(msg))))
-	add([]byte{0, 0, 0, unix.IPPROTO_ICMPV6})
-	add(msg)
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
+	return frames.ICMPv6(mac, netip.IPv6Unspecified(), solicitedNode(a), icmp)
 }
 
 // parseNDP decodes an ICMPv6 message (as an ICMPv6 socket returns it,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groundcloud/groundcloud/internal/frames"
 	"github.com/groundcloud/groundcloud/internal/lab"
 )
 
@@ -47,7 +48,7 @@ func TestNDPMessages(t *testing.T) {
 		if f[12] != 0x86 || f[13] != 0xdd || f[20] != 58 || f[21] != 255 || !src.IsUnspecified() || dst != netip.MustParseAddr("ff02::1:ff00:c8") {
 			t.Errorf("IPv6 header: % x", f[12:54])
 		}
-		if sum := icmpv6Checksum(src.As16(), dst.As16(), f[54:]); sum != 0 {
+		if sum := frames.ICMPv6Checksum(src.As16(), dst.As16(), f[54:]); sum != 0 {
 			t.Errorf("checksum does not verify: %#x", sum)
 		}
 		p, ok := parseNDP(src, f[54:])
