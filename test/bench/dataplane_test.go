@@ -208,7 +208,7 @@ func startDataPlaneEnv(t *testing.T) *sandbox.Env {
 }
 
 // createDataPlaneService creates the LoadBalancer Service (TCP 80 and UDP
-// 53) and returns its address once it answers HTTP through the VIP.
+// 53) and returns its address.
 func createDataPlaneService(t *testing.T, e *sandbox.Env) netip.Addr {
 	t.Helper()
 	svc := &v1.Service{
@@ -222,18 +222,7 @@ func createDataPlaneService(t *testing.T, e *sandbox.Env) netip.Addr {
 			},
 		},
 	}
-	_, err := e.Client.CoreV1().Services("default").Create(t.Context(), svc, metav1.CreateOptions{})
-	must(t, err)
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		s, err := e.Client.CoreV1().Services("default").Get(t.Context(), "dataplane", metav1.GetOptions{})
-		if err == nil && len(s.Status.LoadBalancer.Ingress) > 0 {
-			return netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("service dataplane got no address")
-	return netip.Addr{}
+	return createLoadBalancer(t, e, svc)
 }
 
 // routes holds the addresses of the router and direct paths.

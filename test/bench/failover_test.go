@@ -166,18 +166,7 @@ func (b *bench) createService(t *testing.T) netip.Addr {
 			Ports:    []v1.ServicePort{{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, NodePort: benchNodePort}},
 		},
 	}
-	_, err := b.Client.CoreV1().Services("default").Create(t.Context(), svc, metav1.CreateOptions{})
-	must(t, err)
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		s, err := b.Client.CoreV1().Services("default").Get(t.Context(), "bench", metav1.GetOptions{})
-		if err == nil && len(s.Status.LoadBalancer.Ingress) > 0 {
-			return netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("service bench got no address")
-	return netip.Addr{}
+	return createLoadBalancer(t, b.Env, svc)
 }
 
 // faults are the failures of one trial: the owner's link goes down (a
