@@ -14,12 +14,18 @@ type runnerHarness struct {
 	clock *testingclock.FakeClock
 	calls chan time.Time
 	fail  chan error
+	took  chan time.Duration // how long the next sync takes (fake time)
 }
 
 func startRunner(t *testing.T, minInterval, maxInterval time.Duration) (*Runner, *runnerHarness) {
-	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10)}
+	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10), took: make(chan time.Duration, 10)}
 	r := newRunner(func(context.Context) error {
 		h.calls <- h.clock.Now()
+		select {
+		case d := <-h.took:
+			h.clock.Step(d)
+		default:
+		}
 		select {
 		case err := <-h.fail:
 			return err
@@ -105,4 +111,20 @@ func TestRunnerRetriesAfterFailure(t *testing.T) {
 	h.step(time.Second)
 	h.expectSync(start.Add(time.Second))
 	h.expectNoSync()
+}
+
+func TestRunnerRestsTwiceAsLongAsASyncTook(t *testing.T) {
+	r, h := startRunner(t, 100*time.Millisecond, 0)
+	t0 := time.Unix(1000, 0)
+	h.took <- 300 * time.Millisecond
+	h.expectSync(t0) // takes until t0+300ms: the next no sooner than t0+900ms
+	r.Request()
+	h.step(500 * time.Millisecond) // t0+800ms
+	h.expectNoSync()
+	h.step(100 * time.Millisecond) // t0+900ms
+	h.expectSync(t0.Add(900 * time.Millisecond))
+	// A quick sync brings the interval back to minInterval.
+	r.Request()
+	h.step(100 * time.Millisecond)
+	h.expectSync(t0.Add(time.Second))
 }
