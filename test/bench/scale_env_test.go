@@ -40,7 +40,7 @@ const (
 	// budget on a slow or busy machine: no new create after
 	// moreCreateBudget, and each wait (addresses, the agent's map) ends
 	// after moreWaitBudget.
-	moreCreateBudget = 150 * time.Second
+	moreCreateBudget = 210 * time.Second
 	moreWaitBudget   = 90 * time.Second
 	scaleSample      = 50
 	scaleSamplePort  = 20000 // sample k has NodePort scaleSamplePort+k: the static band of 20000-32767, which automatic allocation avoids

@@ -304,7 +304,7 @@ const scaleMethod = `
   (` + "`nft list table`" + `, polled every 20 ms, one listing takes a while at
   this size) list or no longer list its address.
 - More Services: then up to 4,000 more are created the same way, but no
-  new create starts after 150 s and each wait (addresses; the agent's map)
+  new create starts after 210 s and each wait (addresses; the agent's map)
   ends after 90 s, so that the benchmark stays within its budget on a slow
   machine; the summary says how many were created and addressed.
 - Footprint: VmRSS and VmHWM from /proc/<pid>/status, utime+stime from
