@@ -240,13 +240,12 @@ func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned 
 		// The sync's copy may be older than the cache: report on the
 		// cached object of the same generation (a newer generation gets a
 		// sync and a report of its own).
-		if cur, err := a.lister.Get(lb.Namespace, lb.Name); err != nil || cur.Generation != lb.Generation {
-			continue
-		} else {
-			lb = cur
+		cur, err := a.lister.Get(lb.Namespace, lb.Name)
+		if err != nil || cur == nil || cur.Generation != lb.Generation {
+			continue // gone, or a newer generation
 		}
 		select {
-		case work <- lb:
+		case work <- cur:
 		case <-ctx.Done():
 		}
 	}

@@ -1,11 +1,17 @@
 package agent
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
 
 func TestReportInFlight(t *testing.T) {
@@ -34,5 +40,28 @@ func TestReportInFlight(t *testing.T) {
 	q.prune(nil)
 	if q.inFlight(lb, st) {
 		t.Error("prune kept a LoadBalancer that is gone")
+	}
+}
+
+// TestReportSkipsLoadBalancersGoneFromTheCache: a LoadBalancer deleted
+// between a sync and its report gets no status write (and no crash).
+func TestReportSkipsLoadBalancersGoneFromTheCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{lbapi.Resource: "LoadBalancerList"})
+	inf := lbapi.NewInformer(dyn, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	a := &Agent{cfg: Config{Host: "lb-1"}, client: lbapi.NewClient(dyn), lister: lbapi.NewLister(inf), reports: newReportQueue()}
+	gone := &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", Generation: 1}}
+	a.report(ctx, []*v1alpha1.LoadBalancer{gone}, nil, nil)
+	for _, act := range dyn.Actions() {
+		if act.GetVerb() != "list" && act.GetVerb() != "watch" {
+			t.Errorf("unexpected %s of %s", act.GetVerb(), act.GetResource().Resource)
+		}
 	}
 }

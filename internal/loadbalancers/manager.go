@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,8 +52,7 @@ type Manager struct {
 
 	informer cache.SharedIndexInformer
 	lister   lbapi.Lister
-	ready    atomic.Bool
-	readyCh  chan struct{}               // closed when ready is set
+	ready    chan struct{}               // closed once the allocator is rebuilt
 	install  func(context.Context) error // the CRDs
 
 	mu        sync.Mutex // guards alloc and pools
@@ -68,7 +66,7 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config) *Manager {
 	inf := lbapi.NewInformer(dyn, 0)
 	return &Manager{
 		dyn: dyn, client: lbapi.NewClient(dyn), config: cfg,
-		informer: inf, lister: lbapi.NewLister(inf), readyCh: make(chan struct{}),
+		informer: inf, lister: lbapi.NewLister(inf), ready: make(chan struct{}),
 		install: func(ctx context.Context) error { return lbapi.InstallCRDs(ctx, dyn, FieldManager) },
 	}
 }
@@ -94,8 +92,7 @@ func (m *Manager) Run(ctx context.Context) {
 		return
 	}
 	m.rebuild(ctx)
-	m.ready.Store(true)
-	close(m.readyCh)
+	close(m.ready)
 	<-ctx.Done()
 }
 
@@ -185,16 +182,26 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node)
 	return ServiceStatus(&spec), nil
 }
 
+// isReady reports whether the allocator is rebuilt.
+func (m *Manager) isReady() bool {
+	select {
+	case <-m.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitReady returns nil once the allocator is rebuilt, waiting up to
 // readyWait; then a RetryError (or ctx's error).
 func (m *Manager) waitReady(ctx context.Context) error {
-	if m.ready.Load() {
+	if m.isReady() {
 		return nil
 	}
 	t := time.NewTimer(readyWait)
 	defer t.Stop()
 	select {
-	case <-m.readyCh:
+	case <-m.ready:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -321,7 +328,7 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 
 // Get reports whether svc has a LoadBalancer, and its status.
 func (m *Manager) Get(ctx context.Context, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	if !m.ready.Load() {
+	if !m.isReady() {
 		lb, err := m.client.Get(ctx, svc.Namespace, svc.Name)
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil

@@ -42,7 +42,7 @@ func startManager(t *testing.T, dyn *dynamicfake.FakeDynamicClient) *Manager {
 	t.Cleanup(cancel)
 	go m.Run(ctx)
 	deadline := time.Now().Add(10 * time.Second)
-	for !m.ready.Load() {
+	for !m.isReady() {
 		if time.Now().After(deadline) {
 			t.Fatal("manager not ready")
 		}
