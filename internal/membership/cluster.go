@@ -50,6 +50,11 @@ type Observation struct {
 	// Peers are gossip addresses (host:port) other agents published in
 	// LoadBalancer status.
 	Peers []string
+	// Hosts are the other agents LoadBalancer status names, with their
+	// link-layer addresses: the guard names the station claiming an address
+	// from them, and a host heard serving that gossip does not show counts
+	// as a member (see presence.go).
+	Hosts []Host
 }
 
 // Hooks are how a Cluster tells its agent what to do. They are called from
@@ -73,6 +78,11 @@ type Status struct {
 	Problem string
 	// Address is the gossip address, host:port ("" before Run binds it).
 	Address string
+	// MAC is the link-layer address of the interface ("" before Run reads
+	// it, or when it has none).
+	MAC string
+	// Gossip says whether gossip with every other host works.
+	Gossip GossipHealth
 }
 
 // Cluster is this host's membership among the agents sharing the virtual
@@ -101,6 +111,15 @@ type Cluster struct {
 	addr       string // our gossip address, host:port
 	mac        string
 	newPeer    bool // a member joined since the last evaluation
+
+	apiHosts    []Host               // obs.Hosts
+	apiMACs     map[string]string    // MAC -> host, from apiHosts
+	heard       map[string]time.Time // MAC -> last time it claimed a VIP on the link
+	gossiped    map[string]bool      // members ever seen in gossip, by name
+	listenSince time.Time            // when the guard started listening (zero: not yet)
+	guardOff    bool                 // the guard does not run: nothing is heard
+	gerrs       *gossipErrors
+	gossip      GossipHealth // at the last evaluation
 }
 
 // New returns a Cluster; it touches nothing until Run.
@@ -117,6 +136,11 @@ func New(cfg Config) *Cluster {
 		suppressed: map[netip.Addr]bool{},
 		conflicts:  newConflicts(cfg.ConflictProbeInterval),
 		linkUp:     true,
+		apiMACs:    map[string]string{},
+		heard:      map[string]time.Time{},
+		gossiped:   map[string]bool{},
+		gerrs:      newGossipErrors(),
+		gossip:     GossipHealth{Reason: GossipHealthy, Message: "no gossip errors"},
 	}
 	for _, s := range cfg.Seeds {
 		c.known[s] = true
@@ -155,6 +179,13 @@ func (c *Cluster) Observe(o Observation) {
 			c.known[p] = true
 		}
 	}
+	c.apiHosts = slices.Clone(o.Hosts)
+	c.apiMACs = map[string]string{}
+	for _, h := range o.Hosts {
+		if h.MAC != "" {
+			c.apiMACs[h.MAC] = h.Name
+		}
+	}
 	c.evaluate(time.Now())
 	c.mu.Unlock()
 	signal(c.kick)
@@ -164,7 +195,7 @@ func (c *Cluster) Observe(o Observation) {
 func (c *Cluster) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Status{State: c.ready.state, Problem: c.problem(), Address: c.addr}
+	return Status{State: c.ready.state, Problem: c.problem(), Address: c.addr, MAC: c.mac, Gossip: c.gossip}
 }
 
 // problem says why this host may not hold addresses; c.mu is held.
@@ -189,6 +220,10 @@ func (c *Cluster) evaluate(now time.Time) bool {
 	for _, p := range c.peers {
 		peers = append(peers, p)
 	}
+	window := presenceWindow(c.cfg.ConflictProbeInterval)
+	forgetHeard(c.heard, now, window)
+	peers = append(peers, linkPeers(now, window, c.cfg.Name, c.apiMACs, c.heard, c.peers, c.gossiped)...)
+	c.gossip = c.gerrs.health(now, unjoined(now, window, c.cfg.Name, c.apiMACs, c.heard, c.peers), c.hostOfIP, c.cfg.BindPort)
 	c.ready.update(now, Health{Joined: c.joined, Problem: c.problem()}, peersOf(peers))
 	cands := candidates(c.cfg.Name, c.ready.state, peers)
 	changed := !slices.Equal(cands, c.cands)
@@ -226,14 +261,19 @@ func (c *Cluster) Run(ctx context.Context, hooks Hooks) error {
 	if !c.waitObserved(ctx) {
 		return nil
 	}
-	c.initialJoin(ctx, ml)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if ifc.mac != nil {
+		// Listening from the start tells which hosts known from the API
+		// serve before this host decides anything (see listenFirst).
 		wg.Go(func() { c.guard(ctx, hooks, ifc) })
 	} else {
+		c.mu.Lock()
+		c.guardOff = true
+		c.mu.Unlock()
 		logger.Info("Interface has no Ethernet address; split brains are not detected", "interface", c.cfg.Interface)
 	}
+	c.initialJoin(ctx, ml)
 	c.loop(ctx, ml, hooks)
 	return nil
 }
@@ -265,12 +305,42 @@ func (c *Cluster) initialJoin(ctx context.Context, ml *memberlist.Memberlist) {
 		wg.Go(func() { c.join(ctx, ml, a) })
 	}
 	wg.Wait()
+	c.listenFirst(ctx)
 	c.mu.Lock()
 	c.joined = true
 	n := len(c.peers)
 	c.mu.Unlock()
 	klog.FromContext(ctx).Info("Joined the cluster", "members", n+1)
 	signal(c.kick)
+}
+
+// listenFirst waits, while hosts known from the API are not members, until
+// the guard has listened to the link for a presence window: those heard
+// serving then count as members (see presence.go), so that a host whose
+// join fails does not claim every address at once. It waits at most two
+// windows.
+func (c *Cluster) listenFirst(ctx context.Context) {
+	window := presenceWindow(c.cfg.ConflictProbeInterval)
+	deadline := time.Now().Add(2 * window)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		pending := false
+		for _, name := range c.apiMACs {
+			if _, member := c.peers[name]; !member && name != c.cfg.Name {
+				pending = true
+			}
+		}
+		done := !pending || c.guardOff || !c.listenSince.IsZero() && time.Since(c.listenSince) >= window
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // joinTargets are the known addresses that are neither members now nor
@@ -301,8 +371,41 @@ func (c *Cluster) join(ctx context.Context, ml *memberlist.Memberlist, addr stri
 	delete(c.joining, addr)
 	c.mu.Unlock()
 	if err != nil {
-		klog.FromContext(ctx).V(4).Info("Cannot join", "address", addr, "err", err)
+		c.gossipError(klog.FromContext(ctx), GossipErrorJoin, addr, err)
 	}
+}
+
+// gossipError counts a gossip error of kind with peer, and logs it at the
+// default level at most once per peer and kind every few minutes.
+func (c *Cluster) gossipError(logger klog.Logger, kind, peer string, err error) {
+	recordGossipError(kind)
+	c.mu.Lock()
+	log := c.gerrs.record(kind, peer, time.Now())
+	c.mu.Unlock()
+	if !log {
+		return
+	}
+	if kind == GossipErrorDecrypt {
+		logger.Info("Gossip from another agent cannot be decrypted: its gossip key differs from this host's", "from", peer)
+		return
+	}
+	logger.Info("Cannot join another agent: it is down, the gossip port is blocked, or its gossip key differs", "address", peer, "err", err)
+}
+
+// hostOfIP names the host whose gossip address has ip, from gossip or the
+// API ("" if none); c.mu is held.
+func (c *Cluster) hostOfIP(ip string) string {
+	for _, p := range c.peers {
+		if hostOnly(p.Addr) == ip {
+			return p.Name
+		}
+	}
+	for _, h := range c.apiHosts {
+		if hostOnly(h.Addr) == ip {
+			return h.Name
+		}
+	}
+	return ""
 }
 
 // loop evaluates on every change and once a second, when it also rejoins
@@ -313,6 +416,7 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var wake *time.Timer
+	publishedGossip := GossipHealth{Reason: GossipHealthy, Message: "no gossip errors"}
 	for {
 		var wakeC <-chan time.Time
 		c.mu.Lock()
@@ -347,7 +451,12 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		state, publish := c.ready.state, c.ready.state != c.published
 		c.published = state
 		problem, cands, peers := c.problem(), slices.Clone(c.cands), len(c.peers)
+		gossip, gossipChanged := c.gossip, c.gossip != publishedGossip
+		publishedGossip = gossip
 		c.mu.Unlock()
+		if gossipChanged {
+			logger.Info("Gossip health changed", "reason", gossip.Reason, "message", gossip.Message)
+		}
 		if publish {
 			logger.Info("Member state changed", "state", state, "problem", problem, "owners", cands)
 			if err := ml.UpdateNode(time.Second); err != nil {
@@ -356,7 +465,9 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		}
 		if changed || announce {
 			logger.V(2).Info("Owners changed", "owners", cands, "members", peers+1)
-			hooks.Sync(announce)
+		}
+		if changed || announce || gossipChanged {
+			hooks.Sync(announce) // gossip health is reported in status
 		}
 		c.recordMetrics()
 	}
@@ -381,7 +492,7 @@ func (c *Cluster) memberlistConfig(bind netip.Addr, logger klog.Logger) *memberl
 	mc.DeadNodeReclaimTime = 5 * time.Second
 	mc.Delegate = delegate{c}
 	mc.Events = events{c}
-	mc.Logger = newStdLogger(logger)
+	mc.Logger = newStdLogger(logger, func(from string) { c.gossipError(logger, GossipErrorDecrypt, from, nil) })
 	return mc
 }
 
@@ -417,6 +528,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, joined bool) {
 		klog.Background().V(2).Info("Member with unreadable metadata is never an owner", "member", n.Name, "err", err)
 	}
 	c.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr}
+	c.gossiped[n.Name] = true
 	if m.MAC != "" {
 		c.macs[m.MAC] = n.Name
 	}

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/component-base/metrics/testutil"
 )
 
 // testMember is a Cluster gossiping on the loopback interface.
@@ -38,10 +41,15 @@ func freePort(t *testing.T) int {
 
 func startMember(t *testing.T, name string, port int, seeds []string, obs Observation) *testMember {
 	t.Helper()
+	return startMemberWithKey(t, name, port, seeds, obs, []byte("0123456789abcdef0123456789abcdef"))
+}
+
+func startMemberWithKey(t *testing.T, name string, port int, seeds []string, obs Observation, key []byte) *testMember {
+	t.Helper()
 	o := NewOptions()
 	cfg := Config{
 		Name: name, Interface: "lo", BindHost: "127.0.0.1", BindPort: port, Seeds: seeds,
-		Key:           []byte("0123456789abcdef0123456789abcdef"),
+		Key:           key,
 		ProbeInterval: o.ProbeInterval, ProbeTimeout: o.ProbeTimeout, SuspicionMult: o.SuspicionMult,
 		HoldDown: 2 * time.Second, ConflictProbeInterval: time.Second,
 	}
@@ -192,5 +200,34 @@ func TestClusterFailover(t *testing.T) {
 		if h != "lb-3" && sick[v] != h {
 			t.Errorf("%s moved from %s to %s when lb-3 went unhealthy", v, h, sick[v])
 		}
+	}
+}
+
+// TestClusterDifferentKeys: two members with different gossip keys cannot
+// gossip; each says so in its Status (and so in LoadBalancer status), as
+// soon as the other's messages fail to decrypt.
+func TestClusterDifferentKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens gossip sockets")
+	}
+	RegisterMetrics()
+	obs := Observation{VIPs: vips(4), NodesReachable: true}
+	pa, pb := freePort(t), freePort(t)
+	seeds := []string{fmt.Sprintf("127.0.0.1:%d", pa), fmt.Sprintf("127.0.0.1:%d", pb)}
+	a := startMemberWithKey(t, "lb-a", pa, seeds, obs, []byte("0123456789abcdef0123456789abcdef"))
+	b := startMemberWithKey(t, "lb-b", pb, seeds, obs, []byte("fedcba9876543210fedcba9876543210"))
+	for _, m := range []*testMember{a, b} {
+		waitFor(t, m.cfg.Name+" reports that gossip cannot be decrypted", 15*time.Second, func() error {
+			if g := m.Status().Gossip; g.Reason != GossipDecryptFailed || !strings.Contains(g.Message, "127.0.0.1") {
+				return fmt.Errorf("gossip health %+v", g)
+			}
+			return nil
+		})
+	}
+	if got, _ := testutil.GetCounterMetricValue(gossipErrorCount.WithLabelValues(GossipErrorDecrypt)); got == 0 {
+		t.Errorf("groundcloud_membership_gossip_errors_total{reason=Decrypt} = %v, want > 0", got)
+	}
+	if got, _ := testutil.GetCounterMetricValue(gossipErrorCount.WithLabelValues(GossipErrorJoin)); got == 0 {
+		t.Errorf("groundcloud_membership_gossip_errors_total{reason=Join} = %v, want > 0", got)
 	}
 }

@@ -23,6 +23,9 @@ func (c *Cluster) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	logger := klog.FromContext(ctx)
 	arp, err := openARPSocket(ifc.index)
 	if err != nil {
+		c.mu.Lock()
+		c.guardOff = true
+		c.mu.Unlock()
 		logger.Error(err, "Cannot watch for split brains", "interface", c.cfg.Interface)
 		return
 	}
@@ -35,6 +38,9 @@ func (c *Cluster) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	c.mu.Lock()
+	c.listenSince = time.Now()
+	c.mu.Unlock()
 	wg.Go(func() { c.listen(ctx, "ARP", arpReader(arp, ifc.mac)) })
 	if ndp != nil {
 		wg.Go(func() { c.listen(ctx, "Neighbor Discovery", ndpReader(ndp, ifc.mac)) })
@@ -102,6 +108,9 @@ func (c *Cluster) listen(ctx context.Context, what string, read reader) {
 		c.mu.Lock()
 		if s, ok := classify(c.vips, time.Now()); ok {
 			c.conflicts.observe(s)
+			if s.Active && s.MAC != "" {
+				c.heard[s.MAC] = s.At // its agent serves (see presence.go)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -126,7 +135,7 @@ func (c *Cluster) guardRound(ctx context.Context, arp *arpSocket, ndp *ndpSocket
 			held = append(held, v)
 		}
 	}
-	view := peerView{self: c.cfg.Name, hostOf: maps.Clone(c.macs), alive: map[string]bool{}}
+	view := peerView{self: c.cfg.Name, hostOf: hostsByMAC(c.macs, c.apiMACs), alive: map[string]bool{}}
 	for name := range c.peers {
 		view.alive[name] = true
 	}

@@ -29,12 +29,19 @@ var (
 		Help:           "Virtual IPs this host owns that another host answers for now.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	gossipErrorCount = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "membership",
+		Name:           "gossip_errors_total",
+		Help:           "Gossip failures, by reason (Decrypt: a message from another host could not be decrypted, its key differs; Join: joining a known address failed).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
 	registerOnce sync.Once
 )
 
 // RegisterMetrics registers this package's metrics, once.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(members, splitBrains, conflictsNow) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(members, splitBrains, conflictsNow, gossipErrorCount) })
 }
 
 func recordConflict(c Conflict) {
@@ -42,6 +49,8 @@ func recordConflict(c Conflict) {
 		splitBrains.WithLabelValues(string(c.Action)).Inc()
 	}
 }
+
+func recordGossipError(kind string) { gossipErrorCount.WithLabelValues(kind).Inc() }
 
 func setConflicts(n int) { conflictsNow.Set(float64(n)) }
 

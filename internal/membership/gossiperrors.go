@@ -1,0 +1,116 @@
+package membership
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kinds of gossip errors (the reason label of
+// groundcloud_membership_gossip_errors_total).
+const (
+	// GossipErrorDecrypt: a message from another host could not be
+	// decrypted (it uses another key, or none).
+	GossipErrorDecrypt = "Decrypt"
+	// GossipErrorJoin: joining a known address failed (the host is down,
+	// the port is blocked, or it uses another key and hung up).
+	GossipErrorJoin = "Join"
+)
+
+// Reasons of GossipHealth.
+const (
+	// GossipHealthy: no message failed to decrypt lately, and every host
+	// heard serving on the link is a member.
+	GossipHealthy = "Healthy"
+	// GossipDecryptFailed: another host's messages could not be decrypted.
+	GossipDecryptFailed = "DecryptFailed"
+	// GossipNotJoined: hosts serve on the link but are not members.
+	GossipNotJoined = "NotJoined"
+)
+
+// GossipHealth says whether this host gossips with every other: Reason is
+// GossipHealthy or names the problem, which Message explains.
+type GossipHealth struct {
+	Reason, Message string
+}
+
+// OK reports whether there is no problem.
+func (g GossipHealth) OK() bool { return g.Reason == GossipHealthy }
+
+// gossipErrors remembers recent gossip errors. It is pure: the caller
+// passes the time.
+type gossipErrors struct {
+	// hold: a decrypt failure counts this long (the other side retries
+	// joins every second, so a lasting mismatch never lapses).
+	hold time.Duration
+	// logEvery: each kind of error from each peer is logged at most once
+	// per logEvery.
+	logEvery time.Duration
+	decrypt  map[string]time.Time // sender's IP -> last failure
+	logged   map[string]time.Time // kind + peer -> last logged
+}
+
+func newGossipErrors() *gossipErrors {
+	return &gossipErrors{
+		hold: time.Minute, logEvery: 5 * time.Minute,
+		decrypt: map[string]time.Time{}, logged: map[string]time.Time{},
+	}
+}
+
+// record notes an error of kind from peer (an address, with or without a
+// port) and reports whether to log it.
+func (g *gossipErrors) record(kind, peer string, at time.Time) bool {
+	ip := hostOnly(peer)
+	if kind == GossipErrorDecrypt && ip != "" {
+		g.decrypt[ip] = at
+	}
+	key := kind + " " + ip
+	if last, ok := g.logged[key]; ok && at.Sub(last) < g.logEvery {
+		return false
+	}
+	g.logged[key] = at
+	return true
+}
+
+// health is the state of gossip at now: unjoined are the hosts heard
+// serving on the link that are not members (see unjoined), nameOf names
+// the host of an IP ("" if unknown), port is the gossip port.
+func (g *gossipErrors) health(now time.Time, unjoined []string, nameOf func(ip string) string, port int) GossipHealth {
+	maps.DeleteFunc(g.decrypt, func(_ string, at time.Time) bool { return now.Sub(at) > g.hold })
+	maps.DeleteFunc(g.logged, func(_ string, at time.Time) bool { return now.Sub(at) > g.logEvery })
+	var parts []string
+	reason := GossipHealthy
+	if len(g.decrypt) > 0 {
+		reason = GossipDecryptFailed
+		var from []string
+		for _, ip := range slices.Sorted(maps.Keys(g.decrypt)) {
+			if n := nameOf(ip); n != "" {
+				from = append(from, n+" ("+ip+")")
+			} else {
+				from = append(from, ip)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("gossip from %s cannot be decrypted: its gossip key differs from this host's", strings.Join(from, ", ")))
+	}
+	if len(unjoined) > 0 {
+		if reason == GossipHealthy {
+			reason = GossipNotJoined
+		}
+		parts = append(parts, fmt.Sprintf("%s hold addresses on the link but are not gossip members: check that every agent has the same gossip key and that port %d (UDP and TCP) is open between them", strings.Join(unjoined, ", "), port))
+	}
+	if reason == GossipHealthy {
+		return GossipHealth{Reason: reason, Message: "no gossip errors"}
+	}
+	return GossipHealth{Reason: reason, Message: strings.Join(parts, "; ")}
+}
+
+// hostOnly returns the IP of "ip:port" or "ip".
+func hostOnly(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return strings.Trim(addr, "[]")
+}
