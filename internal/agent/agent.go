@@ -147,11 +147,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // onUpdate ignores changes that leave the spec alone: status writes (ours
 // among them) and resyncs. The spec's generation changes with every spec
-// change.
+// change. Another host publishing a new Member condition is a change for
+// the cluster (see hostsChanged).
 func (a *Agent) onUpdate(old, cur any) {
 	o, ok1 := old.(metav1.Object)
 	c, ok2 := cur.(metav1.Object)
-	if ok1 && ok2 && o.GetGeneration() == c.GetGeneration() {
+	if ok1 && ok2 && o.GetGeneration() == c.GetGeneration() && !a.hostsChanged(old, cur) {
 		return
 	}
 	a.runner.Request()

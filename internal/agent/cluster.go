@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
 
@@ -57,17 +60,31 @@ func (NoAddresses) Owns(netip.Addr) bool { return false }
 
 // ConditionMember is the type of the condition in status.hosts that says
 // whether the host may hold addresses (status True when it is Ready), why
-// not (reason: its membership.State), and its gossip address (message),
-// from which the other agents find it.
+// not (reason: its membership.State), and its gossip address and
+// link-layer address (message): from the first the other agents find it,
+// from the second they name it when it claims an address on the link,
+// gossip or not.
 const ConditionMember = "Member"
 
-const gossipPrefix = "gossip address "
+// ConditionGossip is the type of the condition in status.hosts that says
+// whether the host gossips with every other (True), or why not (reason
+// DecryptFailed: another host's key differs; NotJoined: hosts serve on the
+// link but are not gossip members).
+const ConditionGossip = "Gossip"
+
+const (
+	gossipPrefix = "gossip address "
+	macPrefix    = ", link-layer address "
+)
 
 // memberCondition is this host's Member condition.
 func memberCondition(s membership.Status, gen int64, now metav1.Time, existing []metav1.Condition) metav1.Condition {
 	c := metav1.Condition{
 		Type: ConditionMember, Status: metav1.ConditionFalse, Reason: string(s.State),
 		ObservedGeneration: gen, LastTransitionTime: now, Message: gossipPrefix + s.Address,
+	}
+	if s.MAC != "" {
+		c.Message += macPrefix + s.MAC
 	}
 	if s.State == membership.StateReady {
 		c.Status = metav1.ConditionTrue
@@ -81,25 +98,87 @@ func memberCondition(s membership.Status, gen int64, now metav1.Time, existing [
 	return c
 }
 
-// gossipPeers returns the gossip addresses other hosts published in the
-// status of lbs.
-func gossipPeers(lbs []*v1alpha1.LoadBalancer, self string) []string {
+// gossipCondition is this host's Gossip condition.
+func gossipCondition(g membership.GossipHealth, gen int64, now metav1.Time, existing []metav1.Condition) metav1.Condition {
+	c := metav1.Condition{
+		Type: ConditionGossip, Status: metav1.ConditionFalse, Reason: g.Reason,
+		ObservedGeneration: gen, LastTransitionTime: now, Message: g.Message,
+	}
+	if g.OK() {
+		c.Status = metav1.ConditionTrue
+	}
+	if old := meta.FindStatusCondition(existing, ConditionGossip); old != nil && old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
+}
+
+// gossipPeers returns the gossip addresses of hosts.
+func gossipPeers(hosts []membership.Host) []string {
 	var out []string
-	for _, lb := range lbs {
-		for _, h := range lb.Status.Hosts {
-			c := meta.FindStatusCondition(h.Conditions, ConditionMember)
-			if h.Name == self || c == nil {
-				continue
-			}
-			rest, ok := strings.CutPrefix(c.Message, gossipPrefix)
-			addr, _, _ := strings.Cut(rest, ";")
-			if ap, err := netip.ParseAddrPort(strings.TrimSpace(addr)); ok && err == nil {
-				out = append(out, ap.String())
-			}
+	for _, h := range hosts {
+		if h.Addr != "" {
+			out = append(out, h.Addr)
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// publishedHosts returns the other hosts' Member conditions in the status
+// of lbs, read: name, gossip address and link-layer address, by name. When
+// LoadBalancers disagree (a host's report has not reached every one yet)
+// the latest condition wins.
+func publishedHosts(lbs []*v1alpha1.LoadBalancer, self string) []membership.Host {
+	latest := map[string]*metav1.Condition{}
+	for _, lb := range lbs {
+		for _, h := range lb.Status.Hosts {
+			c := meta.FindStatusCondition(h.Conditions, ConditionMember)
+			if h.Name == self || c == nil || !strings.HasPrefix(c.Message, gossipPrefix) {
+				continue
+			}
+			if old := latest[h.Name]; old == nil || old.LastTransitionTime.Before(&c.LastTransitionTime) ||
+				old.LastTransitionTime.Equal(&c.LastTransitionTime) && c.Message > old.Message {
+				latest[h.Name] = c
+			}
+		}
+	}
+	out := make([]membership.Host, 0, len(latest))
+	for _, name := range slices.Sorted(maps.Keys(latest)) {
+		out = append(out, parseMember(name, latest[name].Message))
+	}
+	return out
+}
+
+// hostsChanged reports whether the other hosts' Member conditions differ
+// between two versions of a LoadBalancer: the cluster must learn at once
+// of a host it cannot gossip with (see membership.Observation.Hosts).
+func (a *Agent) hostsChanged(old, cur any) bool {
+	if a.cfg.Cluster == nil {
+		return false
+	}
+	o, err1 := lbapi.FromUnstructured(old)
+	c, err2 := lbapi.FromUnstructured(cur)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return !slices.Equal(publishedHosts([]*v1alpha1.LoadBalancer{o}, a.cfg.Host), publishedHosts([]*v1alpha1.LoadBalancer{c}, a.cfg.Host))
+}
+
+// parseMember reads a Member condition's message: "gossip address
+// <host:port>[, link-layer address <MAC>][; <problem>]".
+func parseMember(name, msg string) membership.Host {
+	h := membership.Host{Name: name}
+	rest, _ := strings.CutPrefix(msg, gossipPrefix)
+	rest, _, _ = strings.Cut(rest, ";")
+	addr, mac, _ := strings.Cut(rest, macPrefix)
+	if ap, err := netip.ParseAddrPort(strings.TrimSpace(addr)); err == nil {
+		h.Addr = ap.String()
+	}
+	if hw, err := net.ParseMAC(strings.TrimSpace(mac)); err == nil {
+		h.MAC = hw.String()
+	}
+	return h
 }
 
 // observation is what a sync tells the cluster.
@@ -111,9 +190,10 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 			break
 		}
 	}
+	hosts := publishedHosts(lbs, a.cfg.Host)
 	return membership.Observation{
 		VIPs: plan.VIPs, DataPlaneErr: syncErr, NodesReachable: reachable,
-		Peers: gossipPeers(lbs, a.cfg.Host),
+		Peers: gossipPeers(hosts), Hosts: hosts,
 	}
 }
 

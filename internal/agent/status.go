@@ -36,6 +36,9 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 	conds := []metav1.Condition{programmed}
 	if r.Member != nil {
 		conds = append(conds, memberCondition(*r.Member, gen, now, hostConditions(lb, r.Host)))
+		if r.Member.Gossip.Reason != "" {
+			conds = append(conds, gossipCondition(r.Member.Gossip, gen, now, hostConditions(lb, r.Host)))
+		}
 	}
 	st := v1alpha1.LoadBalancerStatus{
 		Hosts: []v1alpha1.HostStatus{{Name: r.Host, Conditions: conds}},
