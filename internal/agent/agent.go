@@ -21,6 +21,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
+	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Owner decides which virtual IPs this host holds. With one agent it holds
@@ -211,13 +212,13 @@ func (a *Agent) sync(ctx context.Context) error {
 	if a.reannounce.Swap(false) {
 		a.cfg.Addresses.Announce(ctx)
 	}
-	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr)})
+	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
 	return errors.Join(syncErr, addrErr)
 }
 
 // report writes each LoadBalancer's status where it changed, with
 // reportWorkers writes in flight.
-func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error) {
+func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error, problems map[string]Problems) {
 	now := metav1.Now()
 	var member *membership.Status
 	if a.cfg.Cluster != nil {
@@ -233,7 +234,7 @@ func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned 
 	for range reportWorkers {
 		wg.Go(func() {
 			for lb := range work {
-				a.reportOne(ctx, lb, held, syncErr, member, now)
+				a.reportOne(ctx, lb, held, syncErr, problems[lb.Namespace+"/"+lb.Name], member, now)
 			}
 		})
 	}
@@ -254,8 +255,8 @@ func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned 
 	wg.Wait()
 }
 
-func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned map[netip.Addr]bool, syncErr error, member *membership.Status, now metav1.Time) {
-	r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed", Member: member}
+func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned map[netip.Addr]bool, syncErr error, problems Problems, member *membership.Status, now metav1.Time) {
+	r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed", Member: member, Problems: problems}
 	if syncErr != nil {
 		r.Message = syncErr.Error()
 	}
@@ -264,6 +265,7 @@ func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned 
 			r.Held = append(r.Held, ad.Unmap())
 		}
 	}
+	r.ReportsReady = len(r.Held) > 0 || a.reportsUnheld(lb, problems)
 	st, changed := desiredStatus(lb, r, now)
 	if !changed || a.reports.inFlight(lb, st) {
 		return
@@ -283,6 +285,26 @@ func (a *Agent) writeStatus(ctx context.Context, lb *v1alpha1.LoadBalancer, st v
 		return err
 	}
 	return a.client.ApplyStatus(ctx, lb.Namespace, lb.Name, FieldManager(a.cfg.Host), obj)
+}
+
+// reportsUnheld reports whether this host writes the Ready condition of a
+// LoadBalancer that no host holds an address of because none is usable:
+// the host that would own its first address, so that one host says why.
+func (a *Agent) reportsUnheld(lb *v1alpha1.LoadBalancer, problems Problems) bool {
+	if len(problems.Messages) == 0 || len(lb.Spec.Addresses) == 0 {
+		return false
+	}
+	var first netip.Addr
+	for i, s := range lb.Spec.Addresses {
+		ad, err := netip.ParseAddr(s)
+		if err == nil && vip.Usable(ad.Unmap()) == nil {
+			return false // a host holds it, and writes Ready
+		}
+		if i == 0 && err == nil {
+			first = ad.Unmap()
+		}
+	}
+	return first.IsValid() && a.cfg.Owner.Owns(first)
 }
 
 // FieldManager is the server-side-apply manager of one host's status fields.

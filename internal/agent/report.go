@@ -16,9 +16,10 @@ const reportWorkers = 8
 // statusReport is what one sync found, to be written to the
 // LoadBalancers' status.
 type statusReport struct {
-	lbs   []*v1alpha1.LoadBalancer
-	owned []netip.Addr
-	err   error
+	lbs      []*v1alpha1.LoadBalancer
+	owned    []netip.Addr
+	err      error
+	problems map[string]Problems // by namespace/name
 }
 
 // reportQueue hands the latest report from the sync loop to the status
@@ -119,7 +120,7 @@ func (a *Agent) reportLoop(ctx context.Context) {
 		case <-a.reports.wake:
 		}
 		if r, ok := a.reports.take(); ok {
-			a.report(ctx, r.lbs, r.owned, r.err)
+			a.report(ctx, r.lbs, r.owned, r.err, r.problems)
 			a.reports.prune(r.lbs)
 		}
 	}

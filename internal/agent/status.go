@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +18,15 @@ const (
 	ReasonSynced     = "Synced"
 	ReasonSyncFailed = "SyncFailed"
 	ReasonNoAddress  = "NoAddressHeld"
+	// ReasonConflict: a frontend (address, protocol, port) of the
+	// LoadBalancer is another's, which keeps it.
+	ReasonConflict = "Conflict"
+	// ReasonInvalid: parts of the LoadBalancer cannot be programmed.
+	ReasonInvalid = "Invalid"
 )
+
+// maxProblems is how many problems a condition's message names.
+const maxProblems = 10
 
 // hostReport is what one agent says about one LoadBalancer.
 type hostReport struct {
@@ -25,6 +36,31 @@ type hostReport struct {
 	Held       []netip.Addr // the LoadBalancer's addresses this host holds
 	// Member is this host's standing among several (nil: a lone agent).
 	Member *membership.Status
+	// Problems are the parts of the LoadBalancer this host leaves out.
+	Problems Problems
+	// ReportsReady: this host writes the LoadBalancer's Ready condition
+	// (it holds one of its addresses, or none is usable and it is the one
+	// to say so).
+	ReportsReady bool
+}
+
+// outcome is whether lb is programmed, the reason and the message.
+func (r hostReport) outcome() (bool, string, string) {
+	switch {
+	case !r.Programmed:
+		return false, ReasonSyncFailed, r.Message
+	case len(r.Problems.Messages) == 0:
+		return true, ReasonSynced, r.Message
+	}
+	msgs := r.Problems.Messages
+	if len(msgs) > maxProblems {
+		msgs = append(slices.Clone(msgs[:maxProblems]), fmt.Sprintf("and %d more", len(msgs)-maxProblems))
+	}
+	reason := ReasonInvalid
+	if r.Problems.Conflict {
+		reason = ReasonConflict
+	}
+	return false, reason, "not programmed: " + strings.Join(msgs, "; ")
 }
 
 // desiredStatus returns the status fields this host owns for lb, and
@@ -32,7 +68,8 @@ type hostReport struct {
 // their lastTransitionTime while their status does not change.
 func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1alpha1.LoadBalancerStatus, bool) {
 	gen := lb.Generation
-	programmed := condition(v1alpha1.ConditionProgrammed, r.Programmed, gen, r.Message, now, hostConditions(lb, r.Host))
+	ok, reason, msg := r.outcome()
+	programmed := conditionWith(v1alpha1.ConditionProgrammed, ok, reason, gen, msg, now, hostConditions(lb, r.Host))
 	conds := []metav1.Condition{programmed}
 	if r.Member != nil {
 		conds = append(conds, memberCondition(*r.Member, gen, now, hostConditions(lb, r.Host)))
@@ -46,21 +83,23 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 	for _, a := range r.Held {
 		st.Addresses = append(st.Addresses, v1alpha1.AddressStatus{Address: a.String(), Host: r.Host})
 	}
-	if len(r.Held) > 0 {
+	if len(r.Held) > 0 || r.ReportsReady {
 		st.ObservedGeneration = gen
-		msg := "every address is held by a host that programmed this generation"
-		if !r.Programmed {
-			msg = r.Message
+		if ok {
+			msg = "every address is held by a host that programmed this generation"
 		}
-		st.Conditions = []metav1.Condition{condition(v1alpha1.ConditionReady, r.Programmed, gen, msg, now, lb.Status.Conditions)}
+		st.Conditions = []metav1.Condition{conditionWith(v1alpha1.ConditionReady, ok, reason, gen, msg, now, lb.Status.Conditions)}
 	}
 	return st, !covers(lb.Status, st)
 }
 
-func condition(typ string, ok bool, gen int64, msg string, now metav1.Time, existing []metav1.Condition) metav1.Condition {
-	c := metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: ReasonSynced, ObservedGeneration: gen, LastTransitionTime: now, Message: msg}
+// conditionWith is a condition of type typ, True when ok, with the reason
+// and message; it keeps the lastTransitionTime of the existing one while
+// its status does not change.
+func conditionWith(typ string, ok bool, reason string, gen int64, msg string, now metav1.Time, existing []metav1.Condition) metav1.Condition {
+	c := metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: gen, LastTransitionTime: now, Message: msg}
 	if !ok {
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonSyncFailed
+		c.Status = metav1.ConditionFalse
 	}
 	if old := meta.FindStatusCondition(existing, typ); old != nil && old.Status == c.Status {
 		c.LastTransitionTime = old.LastTransitionTime

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,13 +11,31 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Plan is what the agent should do for a set of LoadBalancers.
 type Plan struct {
 	State   dataplane.State
 	Targets []health.Target // every probe target, once
-	VIPs    []netip.Addr    // every virtual IP of every LoadBalancer, sorted
+	VIPs    []netip.Addr    // every usable virtual IP of every LoadBalancer, sorted
+	// Problems are the parts of each LoadBalancer that are not programmed,
+	// by "namespace/name"; LoadBalancers without problems are not in it.
+	Problems map[string]Problems
+}
+
+// Problems are what the agent leaves out of one LoadBalancer, and why.
+type Problems struct {
+	// Conflict: a frontend (address, protocol, port) is another
+	// LoadBalancer's, whose name sorts first.
+	Conflict bool
+	// Messages say what is left out, one per part.
+	Messages []string
+}
+
+func (p *Problems) add(conflict bool, msg string) {
+	p.Conflict = p.Conflict || conflict
+	p.Messages = append(p.Messages, msg)
 }
 
 // Translate turns LoadBalancer objects into data plane state and the health
@@ -28,14 +47,32 @@ func Translate(lbs []*v1alpha1.LoadBalancer, healthy func(health.Target) bool) P
 	vips := map[netip.Addr]struct{}{}
 	shared := &backendLists{}
 	p.State.Services = make([]dataplane.Service, 0, len(lbs))
+	problems := map[string]Problems{}
 	for _, lb := range lbs {
-		svc := translateOne(lb, healthy, targets, shared)
-		for _, a := range svc.VIPs {
-			vips[a] = struct{}{}
+		svc, bad := translateOne(lb, healthy, targets, shared)
+		if len(bad.Messages) > 0 {
+			problems[svc.Name] = bad
 		}
 		p.State.Services = append(p.State.Services, svc)
 	}
 	slices.SortFunc(p.State.Services, func(a, b dataplane.Service) int { return strings.Compare(a.Name, b.Name) })
+	// What the data plane leaves out: frontends another LoadBalancer
+	// holds, invalid parts.
+	for name, dp := range dataplane.Problems(p.State) {
+		bad := problems[name]
+		for _, pr := range dp {
+			bad.add(pr.Conflict, pr.Err.Error())
+		}
+		problems[name] = bad
+	}
+	if len(problems) > 0 {
+		p.Problems = problems
+	}
+	for _, svc := range p.State.Services {
+		for _, a := range svc.VIPs {
+			vips[a] = struct{}{}
+		}
+	}
 	for t := range targets {
 		p.Targets = append(p.Targets, t)
 	}
@@ -90,15 +127,23 @@ func (s *backendLists) add(k backendsKey, list []dataplane.Backend) {
 	}
 }
 
-func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, targets map[health.Target]struct{}, shared *backendLists) dataplane.Service {
+func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, targets map[health.Target]struct{}, shared *backendLists) (dataplane.Service, Problems) {
 	svc := dataplane.Service{
 		Name:     lb.Namespace + "/" + lb.Name,
 		Affinity: lb.Spec.SessionAffinity == string(v1.ServiceAffinityClientIP),
 	}
+	var bad Problems
 	for _, s := range lb.Spec.Addresses {
-		if a, err := netip.ParseAddr(s); err == nil {
-			svc.VIPs = append(svc.VIPs, a.Unmap())
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			bad.add(false, fmt.Sprintf("address %q is not an IP address", s))
+			continue
 		}
+		if err := vip.Usable(a.Unmap()); err != nil {
+			bad.add(false, err.Error())
+			continue
+		}
+		svc.VIPs = append(svc.VIPs, a.Unmap())
 	}
 	for _, p := range lb.Spec.Ports {
 		svc.Ports = append(svc.Ports, dataplane.Port{
@@ -107,9 +152,15 @@ func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, t
 		})
 	}
 	for _, r := range lb.Spec.SourceRanges {
-		if pfx, err := netip.ParsePrefix(r); err == nil {
-			svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
+		pfx, err := netip.ParsePrefix(r)
+		if err != nil {
+			// Kept invalid: a range that matches no client must not widen
+			// access to every client (the data plane reports it).
+			svc.SourceRanges = append(svc.SourceRanges, netip.Prefix{})
+			bad.add(false, fmt.Sprintf("source range %q is not a CIDR", r))
+			continue
 		}
+		svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
 	}
 	// A backend list depends on the spec's list and health check only (the
 	// first LoadBalancer with them added their targets already).
@@ -117,7 +168,7 @@ func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, t
 		k := keyOf(lb)
 		if list, ok := shared.find(k); ok {
 			svc.Backends = list
-			return svc
+			return svc, bad
 		}
 		defer func() { shared.add(k, svc.Backends) }()
 	}
@@ -139,7 +190,7 @@ func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, t
 		}
 		svc.Backends = append(svc.Backends, be)
 	}
-	return svc
+	return svc, bad
 }
 
 func compareTargets(a, b health.Target) int {

@@ -17,6 +17,34 @@ func Validate(s State) error {
 	return errors.Join(problems...)
 }
 
+// ServiceProblem is one part of one service that Desired leaves out.
+type ServiceProblem struct {
+	Service string
+	// Conflict: the part is a frontend (VIP, protocol, port) that another
+	// service, whose name sorts first, already uses.
+	Conflict bool
+	Err      error
+}
+
+func (p *ServiceProblem) Error() string { return fmt.Sprintf("service %q: %v", p.Service, p.Err) }
+
+func (p *ServiceProblem) Unwrap() error { return p.Err }
+
+// Problems returns what Validate reports, by service name: the parts of
+// each service that Desired leaves out. Problems of no single service (a
+// service without a name, or listed twice) are not in it.
+func Problems(s State) map[string][]*ServiceProblem {
+	_, problems := normalize(s)
+	out := map[string][]*ServiceProblem{}
+	for _, err := range problems {
+		var p *ServiceProblem
+		if errors.As(err, &p) {
+			out[p.Service] = append(out[p.Service], p)
+		}
+	}
+	return out
+}
+
 // service is a Service cleaned for planning: only valid parts, deduplicated,
 // in a deterministic order, and only the frontends this service won.
 type service struct {
@@ -68,7 +96,8 @@ func normalize(s State) ([]service, []error) {
 			for _, port := range clean.ports {
 				key := frontendKey{vip, port.Protocol, port.Port}
 				if owner, ok := claimed[key]; ok {
-					problems = append(problems, fmt.Errorf("service %q: %s %s/%d is already used by service %q", svc.Name, vip, port.Protocol, port.Port, owner))
+					problems = append(problems, &ServiceProblem{Service: svc.Name, Conflict: true,
+						Err: fmt.Errorf("%s %s/%d is already used by service %q", vip, port.Protocol, port.Port, owner)})
 					continue
 				}
 				claimed[key] = svc.Name
@@ -83,7 +112,7 @@ func normalize(s State) ([]service, []error) {
 func normalizeService(svc Service) (service, []error) {
 	var problems []error
 	bad := func(format string, args ...any) {
-		problems = append(problems, fmt.Errorf("service %q: "+format, append([]any{svc.Name}, args...)...))
+		problems = append(problems, &ServiceProblem{Service: svc.Name, Err: fmt.Errorf(format, args...)})
 	}
 	clean := service{name: svc.Name, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0}
 
@@ -131,7 +160,7 @@ func normalizeVIPs(svc Service, problems *[]error) []netip.Addr {
 	var vips []netip.Addr
 	for _, vip := range svc.VIPs {
 		if !validUnicast(vip) {
-			*problems = append(*problems, fmt.Errorf("service %q: unusable VIP %q", svc.Name, vip))
+			*problems = append(*problems, &ServiceProblem{Service: svc.Name, Err: fmt.Errorf("unusable VIP %q", vip)})
 			continue
 		}
 		vips = append(vips, vip)

@@ -6,8 +6,39 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/knftables"
 )
+
+// TestProblems: the problems of each service, by name, and which are
+// conflicts with another service.
+func TestProblems(t *testing.T) {
+	got := Problems(State{Services: []Service{
+		newService("b/second", withVIPs("192.0.2.100", "224.0.0.1"), withPort(TCP, 80, 1), withPort(TCP, 81, 2)),
+		newService("a/first", withVIPs("192.0.2.100"), withPort(TCP, 80, 3)),
+		newService(""),
+	}})
+	type problem struct {
+		Conflict bool
+		Msg      string
+	}
+	flat := map[string][]problem{}
+	for name, ps := range got {
+		for _, p := range ps {
+			if p.Service != name {
+				t.Errorf("problem of %q listed under %q", p.Service, name)
+			}
+			flat[name] = append(flat[name], problem{p.Conflict, p.Err.Error()})
+		}
+	}
+	want := map[string][]problem{"b/second": {
+		{false, `unusable VIP "224.0.0.1"`},
+		{true, `192.0.2.100 TCP/80 is already used by service "a/first"`},
+	}}
+	if diff := cmp.Diff(want, flat); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
 
 func TestValidate(t *testing.T) {
 	ok := func(mods ...func(*Service)) Service {

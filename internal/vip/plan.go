@@ -57,19 +57,29 @@ func normalize(want []netip.Addr) ([]netip.Addr, error) {
 	var errs []error
 	for _, a := range want {
 		a = a.Unmap()
-		switch {
-		case !a.IsValid():
-			errs = append(errs, errors.New("invalid address"))
-		case a.Zone() != "":
-			errs = append(errs, fmt.Errorf("address %s: zones are not allowed", a))
-		case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a.IsLinkLocalUnicast():
-			errs = append(errs, fmt.Errorf("address %s: not usable as a virtual IP", a))
-		default:
-			ok = append(ok, a)
+		if err := Usable(a); err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		ok = append(ok, a)
 	}
 	slices.SortFunc(ok, netip.Addr.Compare)
 	return slices.Compact(ok), errors.Join(errs...)
+}
+
+// Usable reports why a cannot be a virtual IP (nil when it can): it must
+// be a valid unicast address without a zone, neither unspecified,
+// multicast, loopback nor link-local.
+func Usable(a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		return errors.New("invalid address")
+	case a.Zone() != "":
+		return fmt.Errorf("address %s: zones are not allowed", a)
+	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a.IsLinkLocalUnicast():
+		return fmt.Errorf("address %s: not usable as a virtual IP", a)
+	}
+	return nil
 }
 
 // hostPrefix is a as a /32 or /128.
