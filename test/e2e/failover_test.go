@@ -46,6 +46,13 @@ type haEnv struct {
 // each other in LoadBalancer status only.
 func startHAEnv(t *testing.T, lbHosts int, seeds bool) *haEnv {
 	t.Helper()
+	return startHAEnvKeys(t, lbHosts, seeds, false)
+}
+
+// startHAEnvKeys is startHAEnv; with distinctKeys each agent has a gossip
+// key of its own, so that none can gossip with another.
+func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
 	}
@@ -54,8 +61,16 @@ func startHAEnv(t *testing.T, lbHosts int, seeds bool) *haEnv {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "gossip.key")
-	writeFile(t, keyFile, base64.StdEncoding.EncodeToString(randomBytes(t, 32))+"\n")
+	keyFiles := make([]string, lbHosts)
+	for i := range keyFiles {
+		keyFiles[i] = filepath.Join(dir, "gossip.key")
+		if distinctKeys {
+			keyFiles[i] = filepath.Join(dir, fmt.Sprintf("gossip-%d.key", i))
+		}
+		if i == 0 || distinctKeys {
+			writeFile(t, keyFiles[i], base64.StdEncoding.EncodeToString(randomBytes(t, 32))+"\n")
+		}
+	}
 	var ports []uint16
 	for p := firstNodePort; p < firstNodePort+nodePorts; p++ {
 		ports = append(ports, uint16(p))
@@ -70,7 +85,7 @@ func startHAEnv(t *testing.T, lbHosts int, seeds bool) *haEnv {
 		AgentArgs: func(e *sandbox.Env, i int) []string {
 			args := []string{
 				"--vip-ownership=memberlist",
-				"--gossip-key-file=" + keyFile,
+				"--gossip-key-file=" + keyFiles[i],
 				"--ownership-hold-down=" + holdDown.String(),
 				"--metrics-bind-address=127.0.0.1:10263",
 			}
