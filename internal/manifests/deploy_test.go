@@ -42,6 +42,8 @@ func TestDeployRendersWhatWeShip(t *testing.T) {
 		"RoleBinding kube-system/groundcloud-controller-manager",
 		"ServiceAccount kube-system/groundcloud-agent",
 		"ServiceAccount kube-system/groundcloud-controller-manager",
+		"ValidatingAdmissionPolicy groundcloud-loadbalancer-spec",
+		"ValidatingAdmissionPolicyBinding groundcloud-loadbalancer-spec",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rendered objects (-want +got):\n%s", diff)
