@@ -34,8 +34,14 @@
 //     nothing, and a host whose link comes back rejoins the others before
 //     it claims anything. A host that has never seen another (alone, or
 //     the first of a cluster to start) does not wait.
-//   - A restarted agent joins the seeds and the peers found in the API
-//     before it decides anything, so it never believes it is alone.
+//   - A restarted agent joins the seeds and the peers found in the API,
+//     and listens to the link, before it decides anything, so it never
+//     believes it is alone.
+//   - A host named in the API (Observation.Hosts) that this process never
+//     saw in gossip counts as a Ready member while it is heard claiming an
+//     address on the link (presence.go): agents that cannot gossip share
+//     the addresses all the same. Gossip errors are counted, logged and
+//     reported in Status.
 //   - With the apiserver away nothing changes: gossip, health checks and
 //     the data plane need it not.
 package membership
