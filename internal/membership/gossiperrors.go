@@ -49,14 +49,20 @@ type gossipErrors struct {
 	// logEvery: each kind of error from each peer is logged at most once
 	// per logEvery.
 	logEvery time.Duration
-	decrypt  map[string]time.Time // sender's IP -> last failure
-	logged   map[string]time.Time // kind + peer -> last logged
+	// settle: a host heard serving counts as not joined once it has been
+	// so this long (a member suspected for a moment, or still joining, is
+	// none), so that the condition, written into every LoadBalancer,
+	// does not flap.
+	settle        time.Duration
+	decrypt       map[string]time.Time // sender's IP -> last failure
+	logged        map[string]time.Time // kind + peer -> last logged
+	unjoinedSince map[string]time.Time // host -> first seen not joined
 }
 
 func newGossipErrors() *gossipErrors {
 	return &gossipErrors{
-		hold: time.Minute, logEvery: 5 * time.Minute,
-		decrypt: map[string]time.Time{}, logged: map[string]time.Time{},
+		hold: time.Minute, logEvery: 5 * time.Minute, settle: 10 * time.Second,
+		decrypt: map[string]time.Time{}, logged: map[string]time.Time{}, unjoinedSince: map[string]time.Time{},
 	}
 }
 
@@ -81,6 +87,19 @@ func (g *gossipErrors) record(kind, peer string, at time.Time) bool {
 func (g *gossipErrors) health(now time.Time, unjoined []string, nameOf func(ip string) string, port int) GossipHealth {
 	maps.DeleteFunc(g.decrypt, func(_ string, at time.Time) bool { return now.Sub(at) > g.hold })
 	maps.DeleteFunc(g.logged, func(_ string, at time.Time) bool { return now.Sub(at) > g.logEvery })
+	maps.DeleteFunc(g.unjoinedSince, func(name string, _ time.Time) bool { return !slices.Contains(unjoined, name) })
+	var lasting []string
+	for _, name := range unjoined {
+		since, ok := g.unjoinedSince[name]
+		if !ok {
+			since = now
+			g.unjoinedSince[name] = now
+		}
+		if now.Sub(since) >= g.settle {
+			lasting = append(lasting, name)
+		}
+	}
+	unjoined = lasting
 	var parts []string
 	reason := GossipHealthy
 	if len(g.decrypt) > 0 {

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,11 @@ func TestGossipHealth(t *testing.T) {
 	if !g.record(GossipErrorJoin, "192.0.2.3:7947", t0.Add(time.Second)) {
 		t.Error("another kind of error is logged")
 	}
-	h := g.health(t0.Add(2*time.Second), []string{"lb-c"}, nameOf, 7947)
+	// A host heard serving but not joined counts once it has lasted.
+	if h := g.health(t0.Add(2*time.Second), []string{"lb-c"}, nameOf, 7947); strings.Contains(h.Message, "lb-c") {
+		t.Errorf("a host not joined for a moment is a problem: %+v", h)
+	}
+	h := g.health(t0.Add(12*time.Second), []string{"lb-c"}, nameOf, 7947)
 	want := GossipHealth{
 		Reason: GossipDecryptFailed,
 		Message: "gossip from lb-b (192.0.2.3), 192.0.2.4 cannot be decrypted: its gossip key differs from this host's; " +
@@ -48,6 +53,9 @@ func TestGossipHealth(t *testing.T) {
 	}
 	if h = g.health(t0.Add(2*time.Minute), nil, nameOf, 7947); !h.OK() {
 		t.Errorf("health %+v, want healthy", h)
+	}
+	if h = g.health(t0.Add(2*time.Minute+time.Second), []string{"lb-c"}, nameOf, 7947); !h.OK() {
+		t.Errorf("not joined again, for a moment: %+v, want healthy", h)
 	}
 	if !g.record(GossipErrorDecrypt, "192.0.2.3:41234", t0.Add(10*time.Minute)) {
 		t.Error("an error is logged again after the rate limit")
