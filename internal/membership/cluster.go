@@ -314,35 +314,6 @@ func (c *Cluster) initialJoin(ctx context.Context, ml *memberlist.Memberlist) {
 	signal(c.kick)
 }
 
-// listenFirst waits, while hosts known from the API are not members, until
-// the guard has listened to the link for a presence window: those heard
-// serving then count as members (see presence.go), so that a host whose
-// join fails does not claim every address at once. It waits at most two
-// windows.
-func (c *Cluster) listenFirst(ctx context.Context) {
-	window := presenceWindow(c.cfg.ConflictProbeInterval)
-	deadline := time.Now().Add(2 * window)
-	for time.Now().Before(deadline) {
-		c.mu.Lock()
-		pending := false
-		for _, name := range c.apiMACs {
-			if _, member := c.peers[name]; !member && name != c.cfg.Name {
-				pending = true
-			}
-		}
-		done := !pending || c.guardOff || !c.listenSince.IsZero() && time.Since(c.listenSince) >= window
-		c.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // joinTargets are the known addresses that are neither members now nor
 // being joined.
 func (c *Cluster) joinTargets() []string {
@@ -373,39 +344,6 @@ func (c *Cluster) join(ctx context.Context, ml *memberlist.Memberlist, addr stri
 	if err != nil {
 		c.gossipError(klog.FromContext(ctx), GossipErrorJoin, addr, err)
 	}
-}
-
-// gossipError counts a gossip error of kind with peer, and logs it at the
-// default level at most once per peer and kind every few minutes.
-func (c *Cluster) gossipError(logger klog.Logger, kind, peer string, err error) {
-	recordGossipError(kind)
-	c.mu.Lock()
-	log := c.gerrs.record(kind, peer, time.Now())
-	c.mu.Unlock()
-	if !log {
-		return
-	}
-	if kind == GossipErrorDecrypt {
-		logger.Info("Gossip from another agent cannot be decrypted: its gossip key differs from this host's", "from", peer)
-		return
-	}
-	logger.Info("Cannot join another agent: it is down, the gossip port is blocked, or its gossip key differs", "address", peer, "err", err)
-}
-
-// hostOfIP names the host whose gossip address has ip, from gossip or the
-// API ("" if none); c.mu is held.
-func (c *Cluster) hostOfIP(ip string) string {
-	for _, p := range c.peers {
-		if hostOnly(p.Addr) == ip {
-			return p.Name
-		}
-	}
-	for _, h := range c.apiHosts {
-		if hostOnly(h.Addr) == ip {
-			return h.Name
-		}
-	}
-	return ""
 }
 
 // loop evaluates on every change and once a second, when it also rejoins

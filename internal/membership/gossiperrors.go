@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // Kinds of gossip errors (the reason label of
@@ -132,4 +134,37 @@ func hostOnly(addr string) string {
 		return h
 	}
 	return strings.Trim(addr, "[]")
+}
+
+// gossipError counts a gossip error of kind with peer, and logs it at the
+// default level at most once per peer and kind every few minutes.
+func (c *Cluster) gossipError(logger klog.Logger, kind, peer string, err error) {
+	recordGossipError(kind)
+	c.mu.Lock()
+	log := c.gerrs.record(kind, peer, time.Now())
+	c.mu.Unlock()
+	if !log {
+		return
+	}
+	if kind == GossipErrorDecrypt {
+		logger.Info("Gossip from another agent cannot be decrypted: its gossip key differs from this host's", "from", peer)
+		return
+	}
+	logger.Info("Cannot join another agent: it is down, the gossip port is blocked, or its gossip key differs", "address", peer, "err", err)
+}
+
+// hostOfIP names the host whose gossip address has ip, from gossip or the
+// API ("" if none); c.mu is held.
+func (c *Cluster) hostOfIP(ip string) string {
+	for _, p := range c.peers {
+		if hostOnly(p.Addr) == ip {
+			return p.Name
+		}
+	}
+	for _, h := range c.apiHosts {
+		if hostOnly(h.Addr) == ip {
+			return h.Name
+		}
+	}
+	return ""
 }

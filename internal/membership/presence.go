@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"time"
@@ -105,4 +106,33 @@ func hostsByMAC(gossip, api map[string]string) map[string]string {
 // forgetHeard drops evidence older than window.
 func forgetHeard(heard map[string]time.Time, now time.Time, window time.Duration) {
 	maps.DeleteFunc(heard, func(_ string, at time.Time) bool { return now.Sub(at) > window })
+}
+
+// listenFirst waits, while hosts known from the API are not members, until
+// the guard has listened to the link for a presence window: those heard
+// serving then count as members (see presence.go), so that a host whose
+// join fails does not claim every address at once. It waits at most two
+// windows.
+func (c *Cluster) listenFirst(ctx context.Context) {
+	window := presenceWindow(c.cfg.ConflictProbeInterval)
+	deadline := time.Now().Add(2 * window)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		pending := false
+		for _, name := range c.apiMACs {
+			if _, member := c.peers[name]; !member && name != c.cfg.Name {
+				pending = true
+			}
+		}
+		done := !pending || c.guardOff || !c.listenSince.IsZero() && time.Since(c.listenSince) >= window
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
