@@ -304,7 +304,7 @@ func (a *Agent) reportsUnheld(lb *v1alpha1.LoadBalancer, problems Problems) bool
 			first = ad.Unmap()
 		}
 	}
-	return first.IsValid() && a.cfg.Owner.Owns(first)
+	return first.IsValid() && a.cfg.Owner != nil && a.cfg.Owner.Owns(first)
 }
 
 // FieldManager is the server-side-apply manager of one host's status fields.
