@@ -37,9 +37,11 @@ type AllAddresses struct{}
 // Owns is always true.
 func (AllAddresses) Owns(netip.Addr) bool { return true }
 
-// DataPlane programs forwarding; *dataplane.Syncer implements it.
+// DataPlane programs forwarding; *dataplane.Syncer implements it. Sync
+// fails only when forwarding could not be programmed; a failed clean-up of
+// conntrack entries is in its Result.
 type DataPlane interface {
-	Sync(ctx context.Context, st dataplane.State) error
+	Sync(ctx context.Context, st dataplane.State) (dataplane.Result, error)
 	ForceFullSync()
 	Cleanup(ctx context.Context) error
 }
@@ -83,6 +85,7 @@ type Agent struct {
 	runner   *dataplane.Runner
 
 	reannounce atomic.Bool // announce held addresses after the next sync
+	retrying   atomic.Bool // a sync to retry a conntrack clean-up is planned
 	reports    reportQueue
 	looseOnce  sync.Once
 	held       map[netip.Addr]bool // owned after the last sync; used by sync only
@@ -182,12 +185,15 @@ func (a *Agent) sync(ctx context.Context) error {
 	a.checker.SetTargets(plan.Targets)
 
 	start := time.Now()
-	syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
+	res, syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
 	syncDuration.Observe(time.Since(start).Seconds())
 	if syncErr != nil {
 		syncFailures.Inc()
 		logger.Error(syncErr, "Data plane sync failed; the next one is full")
 		a.cfg.DataPlane.ForceFullSync()
+	}
+	if res.CleanupErr != nil {
+		a.cleanupFailed(ctx, res.CleanupErr)
 	}
 
 	if a.cfg.Cluster != nil {
@@ -212,6 +218,24 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr)})
 	return errors.Join(syncErr, addrErr)
+}
+
+// cleanupRetry is how long after a failed conntrack clean-up the agent
+// syncs again to retry it.
+const cleanupRetry = 5 * time.Second
+
+// cleanupFailed counts a failed clean-up of the conntrack entries of stale
+// UDP flows and plans a sync to retry it. The data plane forwards as it
+// should meanwhile: only those flows stay with their old backend.
+func (a *Agent) cleanupFailed(ctx context.Context, err error) {
+	conntrackCleanupErrors.WithLabelValues(cleanupStaleUDP).Inc()
+	klog.FromContext(ctx).Error(err, "Cannot delete the conntrack entries of stale UDP flows; retrying", "after", cleanupRetry)
+	if a.retrying.CompareAndSwap(false, true) {
+		time.AfterFunc(cleanupRetry, func() {
+			a.retrying.Store(false)
+			a.runner.Request()
+		})
+	}
 }
 
 // report writes each LoadBalancer's status where it changed, with
