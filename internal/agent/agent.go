@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,16 +174,15 @@ func (a *Agent) announce(ctx context.Context) {
 	}
 }
 
-// sync is one pass: translate the cached objects, program the data plane,
-// hold the owned addresses, report status.
+// sync is one pass: translate the cached objects, probe new health check
+// targets, program the data plane, hold the owned addresses, report status.
 func (a *Agent) sync(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	lbs, err := a.lister.List()
 	if err != nil {
 		return err
 	}
-	plan := Translate(lbs, a.checker.Healthy)
-	a.checker.SetTargets(plan.Targets)
+	plan := a.plan(ctx, lbs)
 
 	start := time.Now()
 	res, syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
@@ -218,6 +218,24 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr)})
 	return errors.Join(syncErr, addrErr)
+}
+
+// plan translates lbs. When they have health check targets that were never
+// probed (a new Service or node, a Service switched to
+// externalTrafficPolicy Local, the first sync after a start), it has them
+// probed first and waits for the results, one health check interval at
+// most: a node is programmed once a probe said it may take new flows, and
+// a restart programs the same nodes as before it.
+func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
+	plan := Translate(lbs, a.checker.State)
+	a.checker.SetTargets(plan.Targets)
+	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
+		return plan
+	}
+	start := time.Now()
+	all := a.checker.WaitProbed(ctx)
+	klog.FromContext(ctx).V(2).Info("Probed new health check targets", "elapsed", time.Since(start), "all", all)
+	return Translate(lbs, a.checker.State)
 }
 
 // cleanupRetry is how long after a failed conntrack clean-up the agent

@@ -3,7 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
@@ -54,6 +58,23 @@ func startInformer(t *testing.T, a *Agent) {
 	if !cache.WaitForCacheSync(t.Context().Done(), a.informer.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
+}
+
+// runAgent runs the agent until the test ends.
+func runAgent(t *testing.T, a *Agent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 type noAddresses struct{}
@@ -143,6 +164,80 @@ func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
 	}
 	if ct.calls == calls {
 		t.Error("the failed clean-up is not retried by the next sync")
+	}
+}
+
+// recordingDataPlane records the States it is given; while block is set,
+// Sync waits for it to be closed.
+type recordingDataPlane struct {
+	mu     sync.Mutex
+	states []dataplane.State
+	block  chan struct{}
+}
+
+func (d *recordingDataPlane) Sync(ctx context.Context, st dataplane.State) (dataplane.Result, error) {
+	d.mu.Lock()
+	d.states = append(d.states, st)
+	block := d.block
+	d.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+	}
+	return dataplane.Result{}, nil
+}
+
+func (d *recordingDataPlane) ForceFullSync()                {}
+func (d *recordingDataPlane) Cleanup(context.Context) error { return nil }
+
+func (d *recordingDataPlane) synced() []dataplane.State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]dataplane.State(nil), d.states...)
+}
+
+// healthServer answers health checks on addr:port with code.
+func healthServer(t *testing.T, addr string, port int, code int) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A new LoadBalancer's nodes are programmed only as their first probe says:
+// a node whose health check fails (externalTrafficPolicy Local, no
+// endpoint there) never gets new flows, not even before its probes.
+func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
+	// node-1 (127.0.0.1) has no endpoint: 503; node-2 (127.0.0.2) has one.
+	port := healthServer(t, "127.0.0.1", 0, http.StatusServiceUnavailable)
+	healthServer(t, "127.0.0.2", port, http.StatusOK)
+	local := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Backends = []v1alpha1.Backend{
+			{NodeName: "node-1", Addresses: []string{"127.0.0.1"}},
+			{NodeName: "node-2", Addresses: []string{"127.0.0.2"}},
+		}
+		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: int32(port), Path: "/healthz"}
+		lb.Spec.ExternalTrafficPolicy = "Local"
+	}
+	dp := &recordingDataPlane{}
+	a := testAgent(t, Config{DataPlane: dp, Health: health.Options{Interval: time.Minute, Timeout: 10 * time.Second, FailureThreshold: 2}}, newLB("local", local))
+	runAgent(t, a)
+	waitFor(t, "a first sync", func() bool { return len(dp.synced()) > 0 })
+	for i, st := range dp.synced() {
+		for _, svc := range st.Services {
+			for _, b := range svc.Backends {
+				if want := b.Node == "node-2"; b.Healthy != want {
+					t.Errorf("sync %d programmed %s with healthy=%v, want %v", i+1, b.Node, b.Healthy, want)
+				}
+			}
+		}
 	}
 }
 
