@@ -256,6 +256,10 @@ func (a *Agent) cleanupFailed(ctx context.Context, err error) {
 	}
 }
 
+// Stuck reports whether the sync loop is stuck (see dataplane.Runner.Stuck);
+// /healthz fails then.
+func (a *Agent) Stuck() error { return a.runner.Stuck() }
+
 // report writes each LoadBalancer's status where it changed, with
 // reportWorkers writes in flight.
 func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error) {

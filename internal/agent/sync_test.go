@@ -241,6 +241,40 @@ func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
 	}
 }
 
+// /healthz follows the sync loop: it fails while a sync hangs, and is ok
+// again once the loop moves.
+func TestHealthzFailsWhileTheSyncLoopIsStuck(t *testing.T) {
+	dp := &recordingDataPlane{block: make(chan struct{})}
+	a := testAgent(t, Config{DataPlane: dp, MinSync: 10 * time.Millisecond, MaxSync: 100 * time.Millisecond}, newLB("web", func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	if err := serveMetrics(t.Context(), addr, false, a.Stuck); err != nil {
+		t.Fatal(err)
+	}
+	healthz := func() int {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := healthz(); code != http.StatusOK {
+		t.Errorf("/healthz before the agent runs: %d, want 200", code)
+	}
+	runAgent(t, a)
+	waitFor(t, "/healthz to fail while the first sync hangs", func() bool { return healthz() == http.StatusInternalServerError })
+	dp.mu.Lock()
+	close(dp.block)
+	dp.block = nil
+	dp.mu.Unlock()
+	waitFor(t, "/healthz to be ok once syncs run", func() bool { return healthz() == http.StatusOK })
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
