@@ -30,10 +30,26 @@ var (
 		Help:           "LoadBalancer status writes that failed (retried on the next sync).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	conntrackCleanupErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "groundcloud",
+		Subsystem: "agent",
+		Name:      "conntrack_cleanup_errors_total",
+		Help: "Conntrack clean-ups that failed, by kind: stale-udp (entries of UDP flows whose backend left; retried) " +
+			"and takeover (entries of an address this host takes over). They fail neither the sync nor the host's health.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
 	registerOnce sync.Once
+)
+
+// Kinds of conntrack clean-up (conntrack_cleanup_errors_total).
+const (
+	cleanupStaleUDP = "stale-udp"
+	cleanupTakeover = "takeover"
 )
 
 // RegisterMetrics registers the agent's metrics, once.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors)
+	})
 }
