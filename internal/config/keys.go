@@ -189,7 +189,10 @@ var keys = []keySpec{
 		section: poolSection, name: "addresses", multi: true, required: true,
 		value: bind(addrRange, addRange),
 		doc: "Addresses the pool hands out. No address may be in two ranges, " +
-			"whether of one pool or of two.",
+			"whether of one pool or of two. A range may not contain an address no Service can be reached on: " +
+			"the unspecified address (`0.0.0.0`, `::`), loopback (`127.0.0.0/8`, `::1`), link-local " +
+			"(`169.254.0.0/16`, `fe80::/10`), multicast (`224.0.0.0/4`, `ff00::/8`), the broadcast address " +
+			"`255.255.255.255`, or IPv4-mapped IPv6 (`::ffff:0:0/96`).",
 	},
 	{
 		section: poolSection, name: "namespace", multi: true,
