@@ -206,6 +206,15 @@ var keys = []keySpec{
 			"the first such pool with a free address is used. If false, a Service must ask for the pool by name.",
 	},
 	{
+		section: poolSection, name: "allow-cross-namespace-sharing", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.pool.AllowCrossNamespaceSharing }),
+		doc: "Whether Services of different namespaces may share an address of this pool when they have the same " +
+			"`groundcloud.io/allow-shared-ip` key. If false, a sharing key joins only Services of one namespace: " +
+			"knowing another namespace's key is not enough to add a port to its address. Turning it off moves nothing: " +
+			"Services that share an address across namespaces already keep it, but no other Service joins them " +
+			"([annotations](annotations.md#groundcloudioallow-shared-ip)).",
+	},
+	{
 		section: routesSection, name: "enabled", dflt: "true",
 		value: assign(boolValue, func(t *target) *bool { return &t.routes.Enabled }),
 		doc: "Whether the provider offers the Routes interface: the route controller then writes a `Route` object " +

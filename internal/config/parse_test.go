@@ -83,6 +83,8 @@ func withNamespaces(ns ...string) func(*Pool) {
 
 func manualOnly(p *Pool) { p.AutoAssign = false }
 
+func crossNamespace(p *Pool) { p.AllowCrossNamespaceSharing = true }
+
 func TestParseGood(t *testing.T) {
 	tests := []struct {
 		name string
@@ -111,6 +113,18 @@ addresses = 192.0.2.0/28
 				withMachines(newMachine("web-1")),
 				withPools(newPool("public", withRange("192.0.2.0", "192.0.2.15"))),
 			),
+		},
+		{
+			name: "sharing across namespaces is off unless a pool turns it on",
+			in: "[Global]\nregion = eu\n" +
+				"[Pool \"a\"]\naddresses = 192.0.2.0/28\n" +
+				"[Pool \"b\"]\naddresses = 192.0.2.16/28\nallow-cross-namespace-sharing\n" +
+				"[Pool \"c\"]\naddresses = 192.0.2.32/28\nallow-cross-namespace-sharing = no\n",
+			want: newConfig(withPools(
+				newPool("a", withRange("192.0.2.0", "192.0.2.15")),
+				newPool("b", withRange("192.0.2.16", "192.0.2.31"), crossNamespace),
+				newPool("c", withRange("192.0.2.32", "192.0.2.47")),
+			)),
 		},
 		{
 			name: "section and key names and bool and state words in any case",

@@ -141,15 +141,18 @@ func (a *Allocator) Release(key types.NamespacedName) {
 // a pool (they become orphans), but a record that collides with another
 // Service's — an address held without a matching sharing key, or a port
 // used twice — is refused with an error and nothing is recorded, so that
-// no address ever has two owners. Restoring a Service again replaces its
-// record.
+// no address ever has two owners. Services of different namespaces that
+// share an address under one key are restored even where the pool does not
+// allow sharing across namespaces: they shared it before that rule (or
+// before the pool's setting changed), and each keeps its address; no other
+// Service joins them. Restoring a Service again replaces its record.
 func (a *Allocator) Restore(key types.NamespacedName, alloc Allocation, sharingKey string, ports []Port) error {
 	if err := checkRecord(key, alloc); err != nil {
 		return fmt.Errorf("service %s: cannot restore: %w", key, err)
 	}
 	rec := &record{alloc: alloc.clone(), sharingKey: sharingKey, ports: normalizePorts(ports)}
 	for _, addr := range rec.alloc.Addresses {
-		if err := a.conflict(addr, key, rec.sharingKey, rec.ports); err != nil {
+		if err := a.collision(addr, key, rec.sharingKey, rec.ports); err != nil {
 			return fmt.Errorf("service %s: cannot restore: %w", key, err)
 		}
 	}
@@ -232,8 +235,43 @@ func (a *Allocator) orphanReason(key types.NamespacedName, rec *record) string {
 }
 
 // conflict reports why key may not hold addr with sharingKey and ports,
-// given the other Services holding it.
+// given the other Services holding it: as collision, and besides a Service
+// joins only Services of its own namespace unless the address's pool
+// allows sharing across namespaces. A Service that holds addr already keeps
+// it, whoever shares it: records restored from before sharing keys were
+// scoped to a namespace must keep their addresses.
 func (a *Allocator) conflict(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
+	if err := a.foreignOwners(addr, key, sharingKey); err != nil {
+		return err
+	}
+	return a.collision(addr, key, sharingKey, ports)
+}
+
+// foreignOwners refuses addr to key when Services of another namespace
+// hold it and its pool does not allow sharing across namespaces. The
+// message names neither those Services nor their sharing key.
+func (a *Allocator) foreignOwners(addr netip.Addr, key types.NamespacedName, sharingKey string) error {
+	h := a.held[addr]
+	if h == nil || slices.Contains(h.owners, key) ||
+		!slices.ContainsFunc(h.owners, func(o types.NamespacedName) bool { return o.Namespace != key.Namespace }) {
+		return nil
+	}
+	p := a.poolContaining(addr)
+	if p != nil && p.AllowCrossNamespaceSharing {
+		return nil
+	}
+	hint := ""
+	if sharingKey != "" && h.sharingKey != "" && p != nil {
+		hint = fmt.Sprintf(" (sharing keys are scoped to their namespace; pool %q does not set allow-cross-namespace-sharing)", p.Name)
+	}
+	return fmt.Errorf("%w: %s is held by a Service of another namespace%s; choose another address",
+		ErrAddressInUse, addr, hint)
+}
+
+// collision reports why key may not hold addr with sharingKey and ports
+// beside the other Services holding it: an address is held by one Service,
+// or by several with one sharing key and no port in common.
+func (a *Allocator) collision(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
 	h := a.held[addr]
 	if h == nil || (len(h.owners) == 1 && h.owners[0] == key) {
 		return nil

@@ -460,3 +460,54 @@ func TestNewToleratesBrokenPools(t *testing.T) {
 		t.Errorf("web = %v", got)
 	}
 }
+
+// TestCrossNamespaceSharersKeepTheirAddress: Services of two namespaces
+// that share an address under one key — restored from records written
+// before keys were scoped to a namespace, or assigned while the pool
+// allowed it — keep it in a pool that does not allow it; no other Service
+// of another namespace joins them, and nothing is handed out twice.
+func TestCrossNamespaceSharersKeepTheirAddress(t *testing.T) {
+	scoped := []*config.Pool{newPool("a", ranges("10.0.0.0/30"))}
+	open := []*config.Pool{newPool("a", ranges("10.0.0.0/30"), crossNamespace())}
+	x := newService("x", inNamespace("n1"), withSharing("k"), withPorts("TCP/53"))
+	y := newService("y", inNamespace("n2"), withSharing("k"), withPorts("UDP/53"))
+	shared := alloc("a", "10.0.0.2")
+
+	restored := New(scoped)
+	for _, svc := range []*v1.Service{x, y} {
+		req := mustRequest(t, svc)
+		if err := restored.Restore(req.Key, shared, req.SharingKey, req.Ports); err != nil {
+			t.Fatalf("Restore(%s): %v", req.Key, err)
+		}
+	}
+	reloaded := New(open)
+	mustAssign(t, reloaded, newService("x", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/53")))
+	mustAssign(t, reloaded, newService("y", inNamespace("n2"), withIPs("10.0.0.2"), withSharing("k"), withPorts("UDP/53")))
+	reloaded.SetPools(scoped)
+
+	for name, a := range map[string]*Allocator{"restored": restored, "pool setting turned off": reloaded} {
+		t.Run(name, func(t *testing.T) {
+			// Assigned again, as at every start: each keeps the address.
+			for _, svc := range []*v1.Service{x, y} {
+				if got := mustAssign(t, a, svc); !cmp.Equal(got, shared, addrCmp) {
+					t.Errorf("%s = %v, want it kept: %v", svc.Name, got, shared)
+				}
+			}
+			if o := a.Orphans(); len(o) != 0 {
+				t.Errorf("orphans = %v, want none", o)
+			}
+			// Another namespace's Service with the key joins neither
+			// automatically nor on request.
+			if got := mustAssign(t, a, newService("z", inNamespace("n3"), withSharing("k"), withPorts("TCP/80"))); !cmp.Equal(got, alloc("a", "10.0.0.0"), addrCmp) {
+				t.Errorf("z = %v, want a free address", got)
+			}
+			_, err := a.Assign(mustRequest(t, newService("w", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/81"))))
+			checkErr(t, err, ErrAddressInUse, "held by a Service of another namespace")
+			// Once the other namespace has left, n1 shares as before.
+			a.Release(key("n2/y"))
+			if got := mustAssign(t, a, newService("w", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/81"))); !cmp.Equal(got, shared, addrCmp) {
+				t.Errorf("w = %v, want %v", got, shared)
+			}
+		})
+	}
+}
