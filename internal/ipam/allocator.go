@@ -32,15 +32,6 @@ type PoolUsage struct {
 	Used   uint64 // of those, held by any Service (orphans included)
 }
 
-// Orphan is an allocation the current pools would no longer grant. It is
-// kept, and its addresses stay taken, until its Service is released or
-// asks for something it does not satisfy.
-type Orphan struct {
-	Key        types.NamespacedName
-	Allocation Allocation
-	Reason     string
-}
-
 // Allocator assigns addresses of pools to Services. It is not safe for
 // concurrent use: the caller holds it behind a mutex. It does no I/O; the
 // caller persists what Assign returns and rebuilds a new Allocator with
@@ -202,36 +193,6 @@ func (a *Allocator) Usage() []PoolUsage {
 		}
 	}
 	return out
-}
-
-// Orphans lists the allocations, sorted by Service, that the current pools
-// would no longer grant: their pool is gone, no longer allows their
-// namespace, or no longer contains one of their addresses.
-func (a *Allocator) Orphans() []Orphan {
-	var out []Orphan
-	for key, rec := range a.records {
-		if reason := a.orphanReason(key, rec); reason != "" {
-			out = append(out, Orphan{Key: key, Allocation: rec.alloc.clone(), Reason: reason})
-		}
-	}
-	slices.SortFunc(out, func(x, y Orphan) int { return compareKeys(x.Key, y.Key) })
-	return out
-}
-
-func (a *Allocator) orphanReason(key types.NamespacedName, rec *record) string {
-	p := a.byName[rec.alloc.Pool]
-	switch {
-	case p == nil:
-		return fmt.Sprintf("pool %q is not configured", rec.alloc.Pool)
-	case !p.AllowsNamespace(key.Namespace):
-		return fmt.Sprintf("pool %q does not allow namespace %q", p.Name, key.Namespace)
-	}
-	for _, addr := range rec.alloc.Addresses {
-		if !p.contains(addr) {
-			return fmt.Sprintf("%s is not in pool %q", addr, p.Name)
-		}
-	}
-	return ""
 }
 
 // conflict reports why key may not hold addr with sharingKey and ports,

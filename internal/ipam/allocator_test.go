@@ -273,9 +273,9 @@ func TestSetPoolsKeepsOrphans(t *testing.T) {
 		newPool("t", ranges("10.0.6.0/30"), manual(), namespaces("team")),
 	})
 	wantOrphans := []Orphan{
-		{Key: key("old"), Allocation: alloc("gone", "10.0.5.0"), Reason: `pool "gone" is not configured`},
-		{Key: key("team"), Allocation: alloc("t", "10.0.6.0"), Reason: `pool "t" does not allow namespace "default"`},
-		{Key: key("web"), Allocation: alloc("a", "10.0.0.0"), Reason: `10.0.0.0 is not in pool "a"`},
+		{Key: key("old"), Allocation: alloc("gone", "10.0.5.0"), Cause: OrphanPoolNotConfigured, Reason: `pool "gone" is not configured`},
+		{Key: key("team"), Allocation: alloc("t", "10.0.6.0"), Cause: OrphanNamespaceNotAllowed, Reason: `pool "t" does not allow namespace "default"`},
+		{Key: key("web"), Allocation: alloc("a", "10.0.0.0"), Cause: OrphanAddressNotInPool, Reason: `10.0.0.0 is not in pool "a"`},
 	}
 	if diff := cmp.Diff(wantOrphans, a.Orphans(), addrCmp); diff != "" {
 		t.Errorf("orphans (-want +got):\n%s", diff)
@@ -367,7 +367,7 @@ func TestSetPoolsAdoption(t *testing.T) {
 	if got := mustAssign(t, a, newService("named", withPool("public"))); !cmp.Equal(got, alloc("public", "10.0.0.1"), addrCmp) {
 		t.Errorf("named = %v", got)
 	}
-	want := []Orphan{{Key: key("named"), Allocation: alloc("public", "10.0.0.1"), Reason: `pool "public" is not configured`}}
+	want := []Orphan{{Key: key("named"), Allocation: alloc("public", "10.0.0.1"), Cause: OrphanPoolNotConfigured, Reason: `pool "public" is not configured`}}
 	if diff := cmp.Diff(want, a.Orphans(), addrCmp); diff != "" {
 		t.Errorf("orphans (-want +got):\n%s", diff)
 	}

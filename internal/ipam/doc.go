@@ -79,8 +79,9 @@
 //
 // Pool reloads. SetPools never takes addresses away. An allocation whose
 // pool is gone, no longer allows its namespace or no longer contains its
-// addresses is an orphan: it is listed by Orphans and its addresses stay
-// taken (no one else gets them). When its Service is assigned again, a pool
+// addresses is an orphan: it is listed by Orphans (OrphanOf asks about one
+// Service) with its OrphanCause, and its addresses stay taken (no one else
+// gets them); reporting it is the caller's. When its Service is assigned again, a pool
 // that now holds its addresses and may serve the request adopts them (a
 // renamed pool, say); otherwise Assign keeps the orphan as it is while it
 // satisfies the request apart from pool membership, and moves it only when

@@ -303,6 +303,11 @@ func (m *propModel) checkOrphans() {
 	if !slices.Equal(want, got) {
 		m.fatalf("Orphans() = %v, want %v", got, want)
 	}
+	for _, k := range m.keys {
+		if _, ok := m.a.OrphanOf(k); ok != slices.Contains(want, k) {
+			m.fatalf("OrphanOf(%s) = %v, Orphans() = %v", k, ok, got)
+		}
+	}
 	if len(got) > 0 {
 		m.stats["steps with orphans"]++
 	}
