@@ -54,8 +54,9 @@ var allowed = map[string]map[resource]grant{
 			verbs: []string{"get", "create", "patch"},
 			names: []string{"loadbalancers.groundcloud.io", "routes.groundcloud.io"},
 		},
-		{"groundcloud.io", "loadbalancers"}: {verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-		{"groundcloud.io", "routes"}:        {verbs: []string{"get", "list", "create", "update", "delete"}},
+		{"groundcloud.io", "loadbalancers"}:        {verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
+		{"groundcloud.io", "routes"}:               {verbs: []string{"get", "list", "create", "update", "delete"}},
 		{"coordination.k8s.io", "leases"}: {
 			verbs: []string{"get", "update", "create"}, namespace: "kube-system",
 			names: []string{"groundcloud-controller-manager"}, unnamed: []string{"create"},
