@@ -44,7 +44,7 @@ func (b Builder) Dockerfile(ctx context.Context, name, dockerfile string) (Image
 	if err != nil {
 		return Image{}, err
 	}
-	bin, err := b.goBuild(ctx, r.Build)
+	bin, err := b.Compile(ctx, r.Build)
 	if err != nil {
 		return Image{}, fmt.Errorf("%s: %w", dockerfile, err)
 	}
@@ -108,9 +108,9 @@ func addExecutableAs(ctx context.Context, l *Layer, e Executable) error {
 	return nil
 }
 
-// goBuild runs a Dockerfile's go build in the repository, writing the
-// binary to Dir/bin under the name of its -o, and returns its path.
-func (b Builder) goBuild(ctx context.Context, gb GoBuild) (string, error) {
+// Compile runs a go build (a Dockerfile's, say) in the repository, writing
+// the binary to Dir/bin under the name of its -o, and returns its path.
+func (b Builder) Compile(ctx context.Context, gb GoBuild) (string, error) {
 	if gb.Output == "" || len(gb.Packages) != 1 {
 		return "", errors.New("want a go build of one package with -o")
 	}

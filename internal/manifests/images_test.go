@@ -25,6 +25,8 @@ var shipped = map[string]imageWant{
 	"groundcloud-controller-manager": {base: "gcr.io/distroless/static-debian12:nonroot"},
 	// knftables execs nft: the only package besides the base image.
 	"groundcloud-agent": {base: "debian:bookworm-slim", packages: []string{"nftables"}},
+	// Routes by netlink: nothing but the binary, as root.
+	"groundcloud-router": {base: "gcr.io/distroless/static-debian12"},
 }
 
 type imageWant struct {
