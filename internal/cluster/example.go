@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // EchoPorts are where groundcloud-echo listens in its Pods.
@@ -102,4 +105,54 @@ func (c *Cluster) WaitLoadBalancerIP(ctx context.Context, namespace, name string
 		return vip, fmt.Errorf("Service %s/%s got no address: %w", namespace, name, err)
 	}
 	return vip, nil
+}
+
+// ExampleManifest is EchoDeployment and LoadBalancerService as the YAML a
+// user would write and `kubectl apply -f`.
+func (c *Cluster) ExampleManifest(namespace, name string, replicas int32) (string, error) {
+	d := c.EchoDeployment(namespace, name, replicas)
+	d.APIVersion, d.Kind = "apps/v1", "Deployment"
+	s := LoadBalancerService(namespace, name)
+	s.APIVersion, s.Kind = "v1", "Service"
+	var docs []string
+	for _, obj := range []any{d, s} {
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return "", err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			return "", err
+		}
+		// What the apiserver fills in, not what a user writes.
+		delete(m, "status")
+		pruneEmpty(m)
+		out, err := yaml.Marshal(m)
+		if err != nil {
+			return "", err
+		}
+		docs = append(docs, string(out))
+	}
+	return strings.Join(docs, "---\n"), nil
+}
+
+// pruneEmpty removes null values and empty maps, recursively.
+func pruneEmpty(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			pruneEmpty(v)
+			if len(v) == 0 {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range v {
+				if em, ok := e.(map[string]any); ok {
+					pruneEmpty(em)
+				}
+			}
+		}
+	}
 }
