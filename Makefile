@@ -3,8 +3,8 @@
 
 all: build
 
-build:            ## build our binaries into bin/
-	go build -o bin/ ./cmd/...
+build:            ## build our binaries into bin/ (static, as deploy/images/ builds them)
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/ ./cmd/...
 
 demo: deps        ## the sandbox: a real cluster in network namespaces with groundcloud installed, until Ctrl-C (root)
 	go build -o bin/ ./cmd/groundcloud-sandbox

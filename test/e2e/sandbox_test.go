@@ -15,20 +15,28 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	realcluster "github.com/groundcloud/groundcloud/internal/cluster"
 )
 
 var sandboxBinary = func() string { return filepath.Join(filepath.Dir(ccmBinary), "groundcloud-sandbox") }
 
 // TestSandbox runs the README's first command as a user would: `up` ends
-// with a curl line that works from this machine's shell; a second `up`
-// says one is running; Ctrl-C removes every namespace, link, nftables
-// table and process; after a crash, `down` does.
+// with a curl line that works from this machine's shell, answered by the
+// example's Pods on both workers; a second `up` says one is running;
+// Ctrl-C leaves the machine as it was (namespaces, links, addresses,
+// routes, ruleset, sysctls, mounts, processes, cgroups); after a crash,
+// `down` does.
 func TestSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs the whole sandbox")
 	}
 	dir := t.TempDir()
 	t.Cleanup(func() { _ = exec.Command(sandboxBinary(), "down", "--dir", dir).Run() })
+	before, err := realcluster.TakeHostState(t.Context(), sandboxNetns)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	up, url := startSandbox(t, dir)
 	nodes := map[string]bool{}
@@ -41,12 +49,13 @@ func TestSandbox(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if f := strings.Fields(string(body)); len(f) > 2 && f[0] == "hello" {
-			nodes[f[2]] = true
+		// "hello from <pod> on <node> (you are <address>)"
+		if f := strings.Fields(string(body)); len(f) > 4 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
+			nodes[f[4]] = true
 		}
 	}
-	if len(nodes) != 3 {
-		t.Errorf("requests through %s reached %v, want the 3 nodes", url, nodes)
+	if len(nodes) != 2 {
+		t.Errorf("requests through %s reached Pods on %v, want Pods on both workers", url, nodes)
 	}
 
 	second := exec.Command(sandboxBinary(), "up", "--dir", t.TempDir())
@@ -60,6 +69,7 @@ func TestSandbox(t *testing.T) {
 	}
 	waitExit(t, up, 0)
 	expectNothingLeft(t, dir)
+	expectAsBefore(t, before)
 
 	// A crash leaves namespaces, the link and processes; down removes them.
 	up, _ = startSandbox(t, dir)
@@ -75,6 +85,23 @@ func TestSandbox(t *testing.T) {
 		t.Fatalf("down: %v\n%s", err, down)
 	}
 	expectNothingLeft(t, dir)
+	expectAsBefore(t, before)
+}
+
+// sandboxNetns picks the sandbox's named namespaces among those of the
+// machine (others come and go with other tests).
+func sandboxNetns(name string) bool { return strings.HasPrefix(name, "gcsandbox-") }
+
+// expectAsBefore compares the machine's state with before.
+func expectAsBefore(t *testing.T, before realcluster.HostState) {
+	t.Helper()
+	after, err := realcluster.TakeHostState(context.Background(), sandboxNetns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range before.Diff(after) {
+		t.Errorf("the machine differs: %s", d)
+	}
 }
 
 // startSandbox starts `up` and waits for its curl line.
@@ -148,6 +175,9 @@ func expectNothingLeft(t *testing.T, dir string) {
 	}
 	if out, _ := exec.CommandContext(ctx, "nft", "list", "tables").Output(); bytes.Contains(out, []byte("groundcloud")) {
 		t.Errorf("nftables tables left in the root namespace:\n%s", out)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*/groundcloud.gcsandbox"); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
 	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
