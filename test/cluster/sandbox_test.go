@@ -1,4 +1,4 @@
-package e2e
+package clustertest
 
 import (
 	"bufio"
@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	realcluster "github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/cluster"
 )
 
-var sandboxBinary = func() string { return filepath.Join(filepath.Dir(ccmBinary), "groundcloud-sandbox") }
 
 // TestSandbox runs the README's first command as a user would: `up` ends
 // with a curl line that works from this machine's shell, answered by the
@@ -32,8 +31,8 @@ func TestSandbox(t *testing.T) {
 		t.Skip("end-to-end test: runs the whole sandbox")
 	}
 	dir := t.TempDir()
-	t.Cleanup(func() { _ = exec.Command(sandboxBinary(), "down", "--dir", dir).Run() })
-	before, err := realcluster.TakeHostState(t.Context(), sandboxNetns)
+	t.Cleanup(func() { _ = exec.Command(sandboxBinary, "down", "--dir", dir).Run() })
+	before, err := cluster.TakeHostState(t.Context(), sandboxNetns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +57,7 @@ func TestSandbox(t *testing.T) {
 		t.Errorf("requests through %s reached Pods on %v, want Pods on both workers", url, nodes)
 	}
 
-	second := exec.Command(sandboxBinary(), "up", "--dir", t.TempDir())
+	second := exec.Command(sandboxBinary, "up", "--dir", t.TempDir())
 	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "already running") {
 		t.Errorf("second up: %v\n%s", err, out)
@@ -80,7 +79,7 @@ func TestSandbox(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || !bytes.Contains(out, []byte("gcsandbox-")) {
 		t.Logf("after the crash, namespaces: %s", out)
 	}
-	down, err := exec.Command(sandboxBinary(), "down", "--dir", dir).CombinedOutput()
+	down, err := exec.Command(sandboxBinary, "down", "--dir", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("down: %v\n%s", err, down)
 	}
@@ -93,9 +92,9 @@ func TestSandbox(t *testing.T) {
 func sandboxNetns(name string) bool { return strings.HasPrefix(name, "gcsandbox-") }
 
 // expectAsBefore compares the machine's state with before.
-func expectAsBefore(t *testing.T, before realcluster.HostState) {
+func expectAsBefore(t *testing.T, before cluster.HostState) {
 	t.Helper()
-	after, err := realcluster.TakeHostState(context.Background(), sandboxNetns)
+	after, err := cluster.TakeHostState(context.Background(), sandboxNetns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func expectAsBefore(t *testing.T, before realcluster.HostState) {
 // startSandbox starts `up` and waits for its curl line.
 func startSandbox(t *testing.T, dir string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(sandboxBinary(), "up", "--dir", dir)
+	cmd := exec.Command(sandboxBinary, "up", "--dir", dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
