@@ -67,6 +67,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{Opts: opts, Clients: map[string]*lab.Host{}}
 	defer func() {
 		if err != nil {
+			c.logf("cluster: start failed: %v; the cluster as it was:\n%s", err, c.describe())
 			err = errors.Join(err, c.Close())
 		}
 	}()

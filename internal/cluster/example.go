@@ -156,3 +156,25 @@ func pruneEmpty(m map[string]any) {
 		}
 	}
 }
+
+// PodContainer finds the running Pod of namespace matching selector on
+// node, and returns it with the ID of its first container.
+func (c *Cluster) PodContainer(ctx context.Context, namespace, selector, node string) (*corev1.Pod, string, error) {
+	pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].ContainerID != "" {
+			return p, p.Status.ContainerStatuses[0].ContainerID, nil
+		}
+	}
+	return nil, "", fmt.Errorf("no running Pod %s in %s on %s", selector, namespace, node)
+}
+
+// AgentContainer is the groundcloud-agent Pod on a load-balancer host and
+// its container's ID (see Node.KillContainer).
+func (c *Cluster) AgentContainer(ctx context.Context, node string) (*corev1.Pod, string, error) {
+	return c.PodContainer(ctx, metav1.NamespaceSystem, "app.kubernetes.io/name=groundcloud-agent", node)
+}

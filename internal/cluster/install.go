@@ -50,7 +50,11 @@ func (c *Cluster) install(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(c.overlay()), 0o644); err != nil {
+	overlay, err := c.overlay(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
 		return err
 	}
 	objs, err := manifests.Render(ctx, filepath.Join(c.Opts.ToolsDir, "kubectl"), dir)
@@ -78,7 +82,13 @@ func (c *Cluster) install(ctx context.Context) error {
 // local images that are never pulled, the interface facing clients (the
 // lab's eth0), and the controller manager's --cluster-cidr for pod routes
 // (the cloud-config has a [Routes] section).
-func (c *Cluster) overlay() string {
+// Kustomize takes bases by relative path only: dir is where the overlay
+// goes.
+func (c *Cluster) overlay(dir string) (string, error) {
+	deploy, err := filepath.Rel(dir, filepath.Join(c.Opts.Repo, "deploy"))
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -86,7 +96,7 @@ resources:
   - %s
   - %s
 images:
-`, filepath.Join(c.Opts.Repo, "deploy"), filepath.Join(c.Opts.Repo, "deploy", "router"))
+`, deploy, filepath.Join(deploy, "router"))
 	for _, img := range []struct{ name, ref string }{
 		{"groundcloud-controller-manager", c.Images.ControllerManager.Ref},
 		{"groundcloud-agent", c.Images.Agent.Ref},
@@ -144,7 +154,7 @@ images:
         path: /spec/template/spec/containers/0/args/-
         value: --cluster-cidr=%s
 `, c.Nodes[0].Host.Iface, c.Opts.ClusterCIDR)
-	return b.String()
+	return b.String(), nil
 }
 
 // cloudConfig is the controller manager's cloud-config: every node as a

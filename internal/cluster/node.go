@@ -137,10 +137,12 @@ func (n *Node) importImages(ctx context.Context, imgs []images.Image) error {
 }
 
 // Ctr runs containerd's ctr against the node's containerd, in the k8s.io
-// namespace (the CRI plugin's), and returns its output.
+// namespace (the CRI plugin's), and returns its output. It runs in the
+// node's mount namespace, where the shims look for the FIFOs ctr makes.
 func (n *Node) Ctr(ctx context.Context, args ...string) ([]byte, error) {
-	full := append([]string{"--address", n.ContainerdSocket(), "--namespace", "k8s.io"}, args...)
-	cmd := exec.CommandContext(ctx, "ctr", full...)
+	full := append([]string{"--mount=/proc/" + strconv.Itoa(n.holder.Pid()) + "/ns/mnt", "--",
+		"ctr", "--address", n.ContainerdSocket(), "--namespace", "k8s.io"}, args...)
+	cmd := exec.CommandContext(ctx, "nsenter", full...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {

@@ -11,10 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
 // readyTimeout bounds each wait of Start: generous, for a busy machine.
-const readyTimeout = 5 * time.Minute
+const readyTimeout = 8 * time.Minute
 
 // waitReady waits for each node's pod CIDRs and gives the node its network
 // (as a network plugin's agent would), then for every node to be Ready
@@ -41,20 +43,48 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 // poll calls cond until it reports "" (done) or the timeout; the error then
 // says what cond last reported.
 func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Context) (string, error)) error {
-	last := "not checked yet"
+	last, lastErr := "not checked yet", error(nil)
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, readyTimeout, true, func(ctx context.Context) (bool, error) {
 		missing, err := cond(ctx)
 		if err != nil {
-			last = err.Error()
+			if ctx.Err() == nil {
+				lastErr = err
+			}
 			return false, nil
 		}
-		last = missing
+		last, lastErr = missing, nil
 		return missing == "", nil
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: %s: %w; still missing: %s", what, err, last)
+		return fmt.Errorf("cluster: %s: %w; still missing: %s (last error: %v)", what, err, last, lastErr)
 	}
 	return nil
+}
+
+// describe is what an administrator would look at first: nodes, Pods and
+// warning events, as kubectl prints them.
+func (c *Cluster) describe() string {
+	if c.CP == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "nodes", "-o", "wide"},
+		{"get", "pods", "-A", "-o", "wide"},
+		{"get", "events", "-A", "--field-selector=type=Warning", "--sort-by=.lastTimestamp"},
+	} {
+		out, err := c.CP.Kubectl(ctx, args...)
+		fmt.Fprintf(&b, "$ kubectl %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	for _, log := range c.Logs() {
+		fmt.Fprintf(&b, "--- tail of %s\n%s\n", log, testbed.LogTail(log, 15))
+	}
+	return b.String()
 }
 
 func (c *Cluster) waitPodCIDRs(ctx context.Context, name string) ([]netip.Prefix, error) {

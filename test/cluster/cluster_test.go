@@ -24,8 +24,9 @@ import (
 // TestCluster is the smoke test of the real cluster: kubelets and
 // containerd in every node, groundcloud installed from deploy/ as Pods. It
 // checks the installation, a kubelet-registered Node initialised by our
-// controller manager, and a LoadBalancer carrying traffic to Pods; then
-// that stopping the cluster left the machine as it was.
+// controller manager, a LoadBalancer carrying traffic to Pods, and the
+// agent's container killed and restarted by its kubelet; then that stopping
+// the cluster left the machine as it was.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs a real cluster")
@@ -56,7 +57,14 @@ func TestCluster(t *testing.T) {
 
 	t.Run("installed from deploy", func(t *testing.T) { checkInstalled(t, c) })
 	t.Run("node initialised", func(t *testing.T) { checkNodeInitialised(t, c, "node-1") })
-	t.Run("LoadBalancer to pods", func(t *testing.T) { checkLoadBalancer(t, c) })
+	var url string
+	t.Run("LoadBalancer to pods", func(t *testing.T) { url = checkLoadBalancer(t, c) })
+	t.Run("agent container killed", func(t *testing.T) {
+		if url == "" {
+			t.Skip("no LoadBalancer to check")
+		}
+		checkAgentRestart(t, c, url)
+	})
 	if t.Failed() {
 		for _, log := range c.Logs() {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
@@ -193,7 +201,7 @@ func checkNodeInitialised(t *testing.T, c *cluster.Cluster, name string) {
 // checkLoadBalancer creates a Deployment and a LoadBalancer Service as a
 // user does and sends requests from a client host through the address:
 // Pods of the Deployment answer, on both workers.
-func checkLoadBalancer(t *testing.T, c *cluster.Cluster) {
+func checkLoadBalancer(t *testing.T, c *cluster.Cluster) string {
 	ctx := t.Context()
 	const ns, name = "default", "echo"
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, c.EchoDeployment(ns, name, 2), metav1.CreateOptions{}); err != nil {
@@ -235,6 +243,51 @@ func checkLoadBalancer(t *testing.T, c *cluster.Cluster) {
 		t.Fatalf("through %s: answers by node %v; last: %v (%v)", url, answers, last, err)
 	}
 	t.Logf("through %s: answers by node %v", url, answers)
+	return url
+}
+
+// checkAgentRestart kills the agent's container on lb-1, as a crash
+// would: the kubelet restarts it, and the address carries traffic again.
+func checkAgentRestart(t *testing.T, c *cluster.Cluster, url string) {
+	ctx := t.Context()
+	pod, id, err := c.AgentContainer(ctx, "lb-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := pod.Status.ContainerStatuses[0].RestartCount
+	node := c.Node("lb-1")
+	pid, err := node.ContainerPID(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.KillContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the agent's container %s (pid %d)", id, pid)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		st := p.Status.ContainerStatuses[0]
+		return st.RestartCount > restarts && st.Ready, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent's container was not restarted and ready: %v", err)
+	}
+	client := c.Clients["client"].HTTPClient()
+	client.Timeout = 2 * time.Second
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, nil
+	})
+	if err != nil {
+		t.Errorf("no answer through %s after the agent's restart: %v", url, err)
+	}
 }
 
 func total(m map[string]int) int {

@@ -19,7 +19,6 @@ import (
 	"github.com/groundcloud/groundcloud/internal/cluster"
 )
 
-
 // TestSandbox runs the README's first command as a user would: `up` ends
 // with a curl line that works from this machine's shell, answered by the
 // example's Pods on both workers; a second `up` says one is running;
