@@ -7,10 +7,15 @@ unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^hack/tools/' ; find hac
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
+# The tool modules beside the control-plane tools (hack/tools/build-module.sh).
+tool_modules=$(cd hack/tools && for m in */go.mod; do echo "hack/tools/${m%/go.mod}"; done)
 go vet ./...
-(cd hack/tools && go vet ./...)
+for dir in hack/tools $tool_modules; do
+  # A module that only pins a tool (helm) has no packages of its own.
+  (cd "$dir" && if [ -n "$(go list ./... 2>/dev/null)" ]; then go vet ./...; fi)
+done
 
-for dir in . hack/tools; do
+for dir in . hack/tools $tool_modules; do
   (
     cd "$dir"
     cp go.mod /tmp/groundcloud-go.mod.$$; cp go.sum /tmp/groundcloud-go.sum.$$
@@ -23,7 +28,8 @@ for dir in . hack/tools; do
   )
 done
 hack/generate.sh
-if [ -n "$(git status --porcelain -- api deploy/crds)" ]; then
-  echo "generated files are stale; run hack/generate.sh and commit:"; git status --porcelain -- api deploy/crds; exit 1
+generated="api deploy/crds charts/groundcloud/crds charts/groundcloud/files"
+if [ -n "$(git status --porcelain -- $generated)" ]; then
+  echo "generated files are stale; run hack/generate.sh and commit:"; git status --porcelain -- $generated; exit 1
 fi
 echo "lint: ok"

@@ -91,6 +91,7 @@ type Agent struct {
 	reports    reportQueue
 	looseOnce  sync.Once
 	held       map[netip.Addr]bool // owned after the last sync; used by sync only
+	metrics    syncMetrics         // used by sync only
 }
 
 // New builds an agent; it starts nothing.
@@ -215,6 +216,8 @@ func (a *Agent) sync(ctx context.Context) error {
 	if addrErr != nil {
 		logger.Error(addrErr, "Cannot set virtual IPs")
 	}
+	_, elsewhere := a.cfg.Owner.(NoAddresses)
+	a.metrics.record(plan.State, len(plan.VIPs), len(owned), !elsewhere, syncErr, addrErr)
 	if a.reannounce.Swap(false) {
 		a.cfg.Addresses.Announce(ctx)
 	}

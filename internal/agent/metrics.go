@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/groundcloud/groundcloud/internal/dataplane"
 )
 
 var (
@@ -38,6 +41,34 @@ var (
 			"and takeover (entries of an address this host takes over). They fail neither the sync nor the host's health.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
+	programmed = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "agent",
+		Name:           "programmed",
+		Help:           "1 when the last sync programmed the data plane and the virtual IPs (the host's Programmed condition), 0 when it failed.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	virtualIPs = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "agent",
+		Name:           "virtual_ips",
+		Help:           "Usable virtual IPs of all LoadBalancers, which the load-balancer hosts share (0 with --vip-ownership=none: another program holds them).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	virtualIPsHeld = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "agent",
+		Name:           "virtual_ips_held",
+		Help:           "Virtual IPs this host holds (0 while it cannot set them).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	noHealthyBackends = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "agent",
+		Name:           "no_healthy_backends",
+		Help:           "1 for each LoadBalancer (namespace/name) none of whose backends is healthy: its connections are refused. LoadBalancers with a healthy backend are not listed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"loadbalancer"})
 	registerOnce sync.Once
 )
 
@@ -50,6 +81,59 @@ const (
 // RegisterMetrics registers the agent's metrics, once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors)
+		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors,
+			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends)
 	})
+}
+
+// syncMetrics sets the gauges of one sync's outcome. It remembers the
+// LoadBalancers it listed without a healthy backend, to drop them when
+// they recover or go.
+type syncMetrics struct {
+	unserved []string
+}
+
+// record sets the gauges after a sync of st that programmed the data plane
+// (or failed with syncErr) and set held of all addresses on the host (or
+// failed with addrErr); holds is false when another program holds them.
+func (m *syncMetrics) record(st dataplane.State, all, held int, holds bool, syncErr, addrErr error) {
+	programmed.Set(boolValue(syncErr == nil && addrErr == nil))
+	if !holds {
+		all, held = 0, 0
+	}
+	if addrErr != nil {
+		held = 0
+	}
+	virtualIPs.Set(float64(all))
+	virtualIPsHeld.Set(float64(held))
+	unserved := withoutHealthyBackends(st)
+	for _, name := range m.unserved {
+		if !slices.Contains(unserved, name) {
+			noHealthyBackends.DeleteLabelValues(name)
+		}
+	}
+	for _, name := range unserved {
+		noHealthyBackends.WithLabelValues(name).Set(1)
+	}
+	m.unserved = unserved
+}
+
+// withoutHealthyBackends lists the services none of whose backends is
+// healthy (or that have none), sorted.
+func withoutHealthyBackends(st dataplane.State) []string {
+	var names []string
+	for _, svc := range st.Services {
+		if !slices.ContainsFunc(svc.Backends, func(b dataplane.Backend) bool { return b.Healthy }) {
+			names = append(names, svc.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -23,6 +23,7 @@ type Watcher struct {
 	interval time.Duration
 	current  atomic.Pointer[config.Config]
 	lastSum  [sha256.Size]byte // of the last content read, good or bad
+	lastGood bool              // whether that content parsed
 }
 
 // New returns a Watcher for path whose current configuration is initial,
@@ -31,7 +32,7 @@ func New(path string, initial *config.Config, data []byte, interval time.Duratio
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	w := &Watcher{path: path, interval: interval, lastSum: sha256.Sum256(data)}
+	w := &Watcher{path: path, interval: interval, lastSum: sha256.Sum256(data), lastGood: true}
 	w.current.Store(initial)
 	return w
 }
@@ -56,10 +57,12 @@ func (w *Watcher) Check(ctx context.Context) bool {
 		// A file being replaced can be missing for a moment; keep going.
 		logger.Error(err, "Cannot read cloud-config; keeping the last good one")
 		reloads.WithLabelValues(resultUnreadable).Inc()
+		setReloadSuccessful(false)
 		return false
 	}
 	sum := sha256.Sum256(data)
 	if sum == w.lastSum {
+		setReloadSuccessful(w.lastGood)
 		return false
 	}
 	w.lastSum = sum
@@ -74,11 +77,15 @@ func (w *Watcher) Check(ctx context.Context) bool {
 			logger.Error(err, "Invalid cloud-config; keeping the last good one")
 		}
 		reloads.WithLabelValues(resultInvalid).Inc()
+		w.lastGood = false
+		setReloadSuccessful(false)
 		return false
 	}
 	w.current.Store(cfg)
 	reloads.WithLabelValues(resultApplied).Inc()
 	lastApplied.SetToCurrentTime()
+	w.lastGood = true
+	setReloadSuccessful(true)
 	logger.Info("Applied new cloud-config", "machines", len(cfg.Machines), "pools", len(cfg.Pools))
 	return true
 }

@@ -41,7 +41,16 @@ var (
 
 // RegisterMetrics registers this package's metrics, once.
 func RegisterMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(members, splitBrains, conflictsNow, gossipErrorCount) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(members, splitBrains, conflictsNow, gossipErrorCount)
+		// Every series from 0, so that increase() in alerts sees the first.
+		for _, a := range []Action{ActionDefend, ActionYield} {
+			splitBrains.WithLabelValues(string(a))
+		}
+		for _, kind := range []string{GossipErrorDecrypt, GossipErrorJoin} {
+			gossipErrorCount.WithLabelValues(kind)
+		}
+	})
 }
 
 func recordConflict(c Conflict) {

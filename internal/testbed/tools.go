@@ -93,10 +93,10 @@ func goModDeclares(path, mod string) bool {
 	return false
 }
 
-func runBuildScript(ctx context.Context, script string) (string, error) {
+func runBuildScript(ctx context.Context, script string, args ...string) (string, error) {
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 8 << 10}
-	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
 	cmd.Stdout = &stdout
 	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
 	// The script's go build must go with it when ctx ends, so the script

@@ -1,0 +1,10 @@
+// Package metricscheck compares what PromQL expressions use (the metrics
+// and labels hack/tools/promcheck lists for deploy/monitoring's alerting
+// rules and dashboard) with what groundcloud's binaries expose on
+// /metrics, so that a rule or panel cannot silently watch a metric or a
+// label that does not exist.
+//
+// It owns: reading promcheck's report and the Prometheus text exposition
+// format (with github.com/prometheus/common/expfmt), and the comparison,
+// which is pure. It must not: scrape or start anything (test/e2e does).
+package metricscheck
