@@ -14,8 +14,10 @@ demo-down:        ## remove a sandbox (a running one, or what a crashed one left
 	go build -o bin/ ./cmd/groundcloud-sandbox
 	bin/groundcloud-sandbox down
 
-tools:            ## build the pinned kube-apiserver, kubectl and etcd (cached)
+tools:            ## build the pinned kube-apiserver, kubectl, etcd, helm and promcheck (cached)
 	hack/tools/build.sh
+	hack/tools/build-module.sh helm
+	hack/tools/build-module.sh promcheck
 
 deps:             ## install nftables and iproute2 when missing (Debian, as root)
 	hack/install-deps.sh
