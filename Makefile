@@ -14,8 +14,10 @@ demo-down:        ## remove a sandbox (a running one, or what a crashed one left
 	go build -o bin/ ./cmd/groundcloud-sandbox
 	bin/groundcloud-sandbox down
 
-tools:            ## build the pinned Kubernetes binaries: kube-apiserver, kubelet, kube-proxy, ... (cached)
+tools:            ## build the pinned Kubernetes binaries (kube-apiserver, kubelet, kube-proxy, ...), helm and promcheck (cached)
 	hack/tools/build.sh
+	hack/tools/build-module.sh helm
+	hack/tools/build-module.sh promcheck
 
 deps:             ## install nftables, iproute2, containerd, runc and the CNI plugins when missing (Debian, as root)
 	hack/install-deps.sh

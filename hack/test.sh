@@ -13,6 +13,10 @@ if [ "$(id -u)" != 0 ]; then
 fi
 GROUNDCLOUD_TOOLS_BIN=$(hack/tools/build.sh)
 export GROUNDCLOUD_TOOLS_BIN
+# Built here, before the tests' timeouts start; the tests then only look
+# them up (testbed.ModuleTool).
+hack/tools/build-module.sh helm >/dev/null
+hack/tools/build-module.sh promcheck >/dev/null
 # -p 1: end-to-end and kernel tests each start processes and namespaces;
 # running packages one at a time keeps a 2-core machine responsive.
 go test -count=1 -p 1 -timeout 25m ${TEST_FLAGS:-} "${@:-./...}"

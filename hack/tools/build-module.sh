@@ -35,7 +35,7 @@ if [ -x "$bin" ]; then
 fi
 
 cd "$mod"
-pkg=$(go list tool | head -1)
+pkg=$(go list tool 2>/dev/null | head -1)
 pkg=${pkg:-.}
 echo "building $name ($pkg) into $(dirname "$bin")" >&2
 mkdir -p "$(dirname "$bin")"

@@ -6,5 +6,8 @@
 //
 // It owns: reading promcheck's report and the Prometheus text exposition
 // format (with github.com/prometheus/common/expfmt), and the comparison,
-// which is pure. It must not: scrape or start anything (test/e2e does).
+// which is pure; its tests also hold promcheck's own (which labels it
+// attributes to which metric, what it refuses), since make test runs only
+// this module's tests. It must not: scrape or start anything (test/e2e
+// does).
 package metricscheck

@@ -40,12 +40,11 @@ func TestMonitoringWatchesExposedMetrics(t *testing.T) {
 	ccm := func() string { return ccmMetrics(t, env.CP.RESTConfig().BearerToken, ccmPort) }
 	eventually(t, "agents that hold both addresses and see nobody-home without a healthy backend", func() bool {
 		held := 0.0
-		for i, a := range agents {
+		for _, a := range agents {
 			page := a()
 			if sample(page, "groundcloud_agent_virtual_ips") != 2 || sample(page, "groundcloud_agent_programmed") != 1 ||
 				sample(page, `groundcloud_agent_no_healthy_backends{loadbalancer="default/nobody-home"}`) != 1 ||
 				sample(page, `groundcloud_membership_members{state="Ready"}`) != 2 {
-				t.Logf("agent %d: not yet", i)
 				return false
 			}
 			held += sample(page, "groundcloud_agent_virtual_ips_held")
