@@ -82,9 +82,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.logf("building images from deploy/images/ and the test bed's own")
+	step := time.Now()
 	if c.Images, err = buildImages(ctx, opts.Repo, opts.ToolsDir, filepath.Join(opts.Dir, "images")); err != nil {
 		return nil, err
 	}
+	c.logf("built %d images in %v", len(c.Images.all()), time.Since(step).Round(time.Second))
 	if err := c.startHosts(ctx); err != nil {
 		return nil, err
 	}
@@ -230,6 +232,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		}
 	}
 	c.logf("starting containerd and kubelet on %d nodes", len(c.Nodes))
+	began := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.Nodes))
 	for i, n := range c.Nodes {
@@ -237,7 +240,11 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		wg.Go(func() { errs[i] = n.start(ctx, c) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	c.logf("%d kubelets started, images imported, in %v", len(c.Nodes), time.Since(began).Round(time.Second))
+	return nil
 }
 
 // Node returns the node with the given name, or nil.

@@ -27,34 +27,41 @@ func (i Images) all() []images.Image {
 	return []images.Image{i.ControllerManager, i.Agent, i.Router, i.KubeProxy, i.Pause, i.Echo}
 }
 
-// buildImages builds every image into dir: go builds run in repo, the
-// Kubernetes binaries come from tools.
+// ours are the images built from deploy/images/<name>/Dockerfile.
+var ours = []string{"groundcloud-controller-manager", "groundcloud-agent", "groundcloud-router"}
+
+// buildImages builds every image into dir: our Dockerfiles' go builds and
+// the example's in one go build in repo (they agree on flags, so they
+// share their compile work), the Kubernetes binaries from tools.
 func buildImages(ctx context.Context, repo, tools, dir string) (Images, error) {
 	b := images.Builder{Dir: dir, Repo: repo}
-	var imgs Images
-	for _, d := range []struct {
-		img  *images.Image
-		name string
-	}{
-		{&imgs.ControllerManager, "groundcloud-controller-manager"},
-		{&imgs.Agent, "groundcloud-agent"},
-		{&imgs.Router, "groundcloud-router"},
-	} {
-		img, err := b.Dockerfile(ctx, imagePrefix+d.name, filepath.Join(repo, "deploy", "images", d.name, "Dockerfile"))
+	var recipes []images.Recipe
+	var builds []images.GoBuild
+	for _, name := range ours {
+		r, err := images.ReadRecipe(filepath.Join(repo, "deploy", "images", name, "Dockerfile"))
 		if err != nil {
-			return Images{}, fmt.Errorf("image %s: %w", d.name, err)
+			return Images{}, err
 		}
-		*d.img = img
+		recipes = append(recipes, r)
+		builds = append(builds, r.Build)
 	}
 	// As our Dockerfiles build: static, trimmed.
-	echo, err := b.Compile(ctx, images.GoBuild{
+	builds = append(builds, images.GoBuild{
 		Env:   map[string]string{"CGO_ENABLED": "0"},
 		Flags: []string{"-trimpath", "-ldflags=-s -w"}, Output: "/out/groundcloud-echo",
 		Packages: []string{"./cmd/groundcloud-echo"},
 	})
+	bins, err := b.Compile(ctx, builds...)
 	if err != nil {
-		return Images{}, fmt.Errorf("image groundcloud-echo: %w", err)
+		return Images{}, fmt.Errorf("build images: %w", err)
 	}
+	var imgs Images
+	for i, img := range []*images.Image{&imgs.ControllerManager, &imgs.Agent, &imgs.Router} {
+		if *img, err = b.FromRecipe(ctx, imagePrefix+ours[i], recipes[i], bins[i]); err != nil {
+			return Images{}, fmt.Errorf("image %s: %w", ours[i], err)
+		}
+	}
+	echo := bins[len(bins)-1]
 	for _, s := range []struct {
 		img  *images.Image
 		spec images.Spec

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -44,14 +46,20 @@ func (b Builder) Dockerfile(ctx context.Context, name, dockerfile string) (Image
 	if err != nil {
 		return Image{}, err
 	}
-	bin, err := b.Compile(ctx, r.Build)
+	bins, err := b.Compile(ctx, r.Build)
 	if err != nil {
 		return Image{}, fmt.Errorf("%s: %w", dockerfile, err)
 	}
+	return b.FromRecipe(ctx, name, r, bins[0])
+}
+
+// FromRecipe builds the image of a Recipe whose go build wrote bin (see
+// Compile, which builds several recipes' binaries at once).
+func (b Builder) FromRecipe(ctx context.Context, name string, r Recipe, bin string) (Image, error) {
 	var exes []Executable
 	for _, c := range r.Copies {
 		if c.Src != r.Build.Output {
-			return Image{}, fmt.Errorf("%s: COPY of %s, which the go build (-o %s) does not write", dockerfile, c.Src, r.Build.Output)
+			return Image{}, fmt.Errorf("%s: COPY of %s, which the go build (-o %s) does not write", r.Dockerfile, c.Src, r.Build.Output)
 		}
 		exes = append(exes, Executable{Src: bin, Dest: c.Dest})
 	}
@@ -108,28 +116,51 @@ func addExecutableAs(ctx context.Context, l *Layer, e Executable) error {
 	return nil
 }
 
-// Compile runs a go build (a Dockerfile's, say) in the repository, writing
-// the binary to Dir/bin under the name of its -o, and returns its path.
-func (b Builder) Compile(ctx context.Context, gb GoBuild) (string, error) {
-	if gb.Output == "" || len(gb.Packages) != 1 {
-		return "", errors.New("want a go build of one package with -o")
+// Compile runs go builds (Dockerfiles', say) in the repository, as one go
+// build when they agree on environment and flags (they then share their
+// compile work and link at once), writing each binary to Dir/bin under the
+// name of its -o. It returns the binaries' paths in the order given.
+func (b Builder) Compile(ctx context.Context, builds ...GoBuild) ([]string, error) {
+	if len(builds) == 0 {
+		return nil, nil
 	}
-	out := filepath.Join(b.Dir, "bin", path.Base(gb.Output))
-	args := []string{"build"}
-	for _, f := range gb.Flags {
-		if !strings.HasPrefix(f, "-o=") {
-			args = append(args, f)
+	first := builds[0]
+	outDir := filepath.Join(b.Dir, "bin")
+	var pkgs, bins []string
+	for _, gb := range builds {
+		if gb.Output == "" || len(gb.Packages) != 1 {
+			return nil, errors.New("want go builds of one package each, with -o")
 		}
+		if !maps.Equal(gb.Env, first.Env) || !slices.Equal(flagsBut(gb.Flags, "-o="), flagsBut(first.Flags, "-o=")) {
+			return nil, fmt.Errorf("go builds of %s and %s differ in environment or flags", first.Packages[0], gb.Packages[0])
+		}
+		if path.Base(gb.Output) != path.Base(gb.Packages[0]) {
+			return nil, fmt.Errorf("go build -o %s of %s: want the binary named after its package", gb.Output, gb.Packages[0])
+		}
+		pkgs = append(pkgs, gb.Packages[0])
+		bins = append(bins, filepath.Join(outDir, path.Base(gb.Output)))
 	}
-	args = append(args, "-o", out, gb.Packages[0])
+	args := append([]string{"build"}, flagsBut(first.Flags, "-o=")...)
+	args = append(append(args, "-o", outDir+"/"), pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = b.Repo
 	cmd.Env = os.Environ()
-	for k, v := range gb.Env {
+	for k, v := range first.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output)
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output)
 	}
-	return out, nil
+	return bins, nil
+}
+
+// flagsBut drops the flags starting with prefix.
+func flagsBut(flags []string, prefix string) []string {
+	var out []string
+	for _, f := range flags {
+		if !strings.HasPrefix(f, prefix) {
+			out = append(out, f)
+		}
+	}
+	return out
 }

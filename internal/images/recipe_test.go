@@ -101,3 +101,26 @@ func TestOurDockerfilesAreRecipes(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileRefusesToMix: builds that would not be the same go build are
+// refused before anything runs.
+func TestCompileRefusesToMix(t *testing.T) {
+	a := GoBuild{Env: map[string]string{"CGO_ENABLED": "0"}, Flags: []string{"-trimpath", "-o=/out/x"}, Output: "/out/x", Packages: []string{"./cmd/x"}}
+	tests := []struct {
+		name    string
+		b       GoBuild
+		problem string
+	}{
+		{"other environment", GoBuild{Env: map[string]string{}, Flags: []string{"-trimpath", "-o=/out/y"}, Output: "/out/y", Packages: []string{"./cmd/y"}}, "differ in environment or flags"},
+		{"other flags", GoBuild{Env: map[string]string{"CGO_ENABLED": "0"}, Flags: []string{"-o=/out/y"}, Output: "/out/y", Packages: []string{"./cmd/y"}}, "differ in environment or flags"},
+		{"renamed binary", GoBuild{Env: map[string]string{"CGO_ENABLED": "0"}, Flags: []string{"-trimpath", "-o=/out/z"}, Output: "/out/z", Packages: []string{"./cmd/y"}}, "named after its package"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Builder{Dir: t.TempDir(), Repo: t.TempDir()}.Compile(t.Context(), a, tt.b)
+			if err == nil || !strings.Contains(err.Error(), tt.problem) {
+				t.Errorf("error %v, want one saying %q", err, tt.problem)
+			}
+		})
+	}
+}

@@ -6,7 +6,9 @@
 //
 // It owns: creating and deleting the namespaces, links, addresses and
 // sysctls of a lab; running code (Host.Do) and commands (Host.Command,
-// Host.Start) inside a host; the lifetime of the processes it starts; and
+// Host.Nsenter, Host.Start, Host.StartCmd) inside a host; relaying TCP from
+// a host to the root namespace's loopback (Host.Forward); the lifetime of
+// the processes it starts; and
 // sweeping namespaces left behind by a crashed run (Sweep, SweepStale).
 //
 // It must not: touch the root namespace's addresses, routes, links, sysctls
