@@ -86,7 +86,10 @@ type LoadBalancerSpec struct {
 	// +optional
 	SessionAffinityTimeoutSeconds *int32 `json:"sessionAffinityTimeoutSeconds,omitempty"`
 
-	// SourceRanges, when set, are the only client networks allowed.
+	// SourceRanges, when set, are the only client networks allowed. The
+	// controller manager writes ["0.0.0.0/32", "::1/128"], which no
+	// client on the network can match (Linux forwards no packet from
+	// either), when a Service's source ranges cannot all be used.
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=49
 	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR"

@@ -95,7 +95,7 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 		err = fmt.Errorf("cloud provider %q is not known; this binary provides %q", shared.Name, provider.Name)
 	}
 	if err == nil {
-		trimInformers(c.SharedInformers, c.ComponentConfig.Generic.Controllers)
+		trimInformers(c.SharedInformers)
 	}
 	if err == nil {
 		// Pod routes need flags of the upstream route controller; say so

@@ -3,9 +3,6 @@ package ccm
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
-	"k8s.io/cloud-provider/app"
-	"k8s.io/cloud-provider/names"
-	genericcontrollermanager "k8s.io/controller-manager/app"
 )
 
 // trimInformers makes the upstream controllers' shared Node and Service
@@ -14,13 +11,12 @@ import (
 // and they are a large part of every cached object. Writes are unaffected:
 // an update without managedFields keeps the stored ones. It must run
 // before the informers start (initCloud runs before every controller).
-func trimInformers(f informers.SharedInformerFactory, controllers []string) {
+func trimInformers(f informers.SharedInformerFactory) {
 	// Nodes: every default controller (cloud-node, cloud-node-lifecycle,
-	// service, route) watches them.
+	// service, route) watches them, and so does the provider's
+	// load-balancer manager, which also reads the Services.
 	_ = f.Core().V1().Nodes().Informer().SetTransform(stripManagedFields)
-	if genericcontrollermanager.IsControllerEnabled(names.ServiceLBController, app.ControllersDisabledByDefault, controllers) {
-		_ = f.Core().V1().Services().Informer().SetTransform(stripManagedFields)
-	}
+	_ = f.Core().V1().Services().Informer().SetTransform(stripManagedFields)
 }
 
 // stripManagedFields is a cache.TransformFunc.

@@ -9,18 +9,19 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/config"
-	"github.com/groundcloud/groundcloud/internal/inventory"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
@@ -45,6 +46,13 @@ var readyWait = 30 * time.Second
 var errNotReady = errors.New("load balancer records are still being read; retrying")
 
 // Manager ensures LoadBalancer objects for Services.
+//
+// Ensure is the only path that assigns addresses. Everything else refreshes
+// what the allocator already holds: the reconcile queue (reconcile.go)
+// re-creates an object deleted behind its back and rewrites the backends of
+// every object when the Nodes that may carry traffic change (nodeview.go).
+// Ensure, Delete and the queue hold a per-Service lock, so a refresh never
+// writes for a Service after its Delete has released it.
 type Manager struct {
 	dyn    dynamic.Interface
 	client *lbapi.Client
@@ -52,6 +60,12 @@ type Manager struct {
 
 	informer cache.SharedIndexInformer
 	lister   lbapi.Lister
+	services corelisters.ServiceLister
+	svcSync  cache.InformerSynced
+	nodes    *nodeView
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	locks    keyLocks
+	written  writeCache
 	ready    chan struct{}               // closed once the allocator is rebuilt
 	install  func(context.Context) error // the CRDs
 
@@ -64,24 +78,35 @@ type Manager struct {
 }
 
 // NewManager returns a Manager; config returns the current cloud-config,
-// and events (nil: none) records Events on Services. It starts nothing:
-// call Run.
-func NewManager(dyn dynamic.Interface, cfg func() *config.Config, events EventRecorder) *Manager {
+// cluster is the controller manager's shared informer factory, whose Node
+// and Service caches the Manager reads (it registers them; the caller
+// starts the factory), and events (nil: none) records Events on Services.
+// It starts nothing: call Run.
+func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster informers.SharedInformerFactory, events EventRecorder) *Manager {
 	if events == nil {
 		events = discardEvents{}
 	}
 	inf := lbapi.NewInformer(dyn, 0)
+	nodes := cluster.Core().V1().Nodes()
+	services := cluster.Core().V1().Services()
 	return &Manager{
 		dyn: dyn, client: lbapi.NewClient(dyn), config: cfg,
-		informer: inf, lister: lbapi.NewLister(inf), ready: make(chan struct{}),
+		informer: inf, lister: lbapi.NewLister(inf),
+		services: services.Lister(), svcSync: services.Informer().HasSynced,
+		nodes: newNodeView(nodes.Informer(), nodes.Lister(), cfg),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "groundcloud_loadbalancers"}),
+		written: writeCache{m: map[types.NamespacedName]lastWrite{}},
+		ready:   make(chan struct{}),
 		install: func(ctx context.Context) error { return lbapi.InstallCRDs(ctx, dyn, FieldManager) },
 		events:  events, orphans: newOrphanReporter(),
 	}
 }
 
-// Run installs the CRDs, starts the informer, rebuilds the allocator from
-// the LoadBalancer objects, and then serves Ensure calls and reports
-// orphaned addresses until ctx ends.
+// Run installs the CRDs, starts the informer, waits for it and the Node and
+// Service caches, rebuilds the allocator from the LoadBalancer objects, and
+// then serves Ensure calls and the reconcile queue, and reports orphaned
+// addresses, until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	for {
@@ -96,14 +121,17 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-time.After(5 * time.Second):
 		}
 	}
+	m.watch(ctx)
 	go m.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), m.informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), m.informer.HasSynced, m.svcSync, m.nodes.synced) {
 		return
 	}
 	m.rebuild(ctx)
+	m.nodes.recompute(ctx)
 	close(m.ready)
 	m.orphans.due()
-	m.reportOrphans(ctx)
+	go m.reportOrphans(ctx)
+	m.reconcile(ctx)
 }
 
 // rebuild restores every record into a fresh allocator, oldest first, so
@@ -154,45 +182,92 @@ func compareKeys(a, b *v1alpha1.LoadBalancer) int {
 }
 
 // Ensure assigns addresses to svc, writes its LoadBalancer if anything
-// changed, and returns the Service's load-balancer status. On error nothing
-// new stays allocated.
-func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+// changed, and returns the Service's load-balancer status. Its backends are
+// the Manager's own view of the Nodes, never older than the nodes the
+// service controller passes, which are not used.
+//
+// A request that cannot be met changes nothing for a Service that holds
+// nothing yet: it is refused with the reason, nothing allocated. A Service
+// that holds addresses keeps them and everything that does not depend on
+// the request is still applied (backends, source ranges, traffic policy,
+// health check, affinity, node ports of the ports it holds); the error is
+// returned all the same, so that the service controller reports it as a
+// Warning and retries. Source ranges that cannot all be used make the
+// load balancer accept no client.
+func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	if err := m.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkPorts(svc); err != nil {
-		return nil, err
-	}
-	req, err := ipam.RequestFromService(svc)
-	if err != nil {
-		return nil, err
-	}
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	defer m.locks.lock(key)()
 
-	m.mu.Lock()
-	if m.refreshPools() {
-		m.orphans.due()
+	a, held, reqErr := m.assign(svc)
+	if !held {
+		return nil, reqErr
 	}
-	alloc, err := m.alloc.Assign(req)
-	if err == nil {
-		recordUsage(m.alloc.Usage())
-		m.noteOrphan(req.Key)
-	}
-	m.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-
+	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current())
 	// A failed write keeps the allocation: the object may exist even when
 	// the request failed, and releasing the address could hand it out
-	// twice. The next attempt writes the same address; deleting the
-	// Service releases it.
-	spec := DesiredSpec(svc, nodes, m.inventoryAddresses(), alloc, req.SharingKey)
+	// twice. Get reports the allocation, so the service controller still
+	// deletes it with the Service; the next attempt writes the same address.
 	if err := m.write(ctx, svc, spec); err != nil {
+		return nil, errors.Join(reqErr, err)
+	}
+	if err := errors.Join(reqErr, rangeErr); err != nil {
 		return nil, err
 	}
 	// As upstream's "Ensuring load balancer" (V(2) too), but when done.
 	klog.FromContext(ctx).V(2).Info("Ensured LoadBalancer", "service", klog.KObj(svc), "addresses", spec.Addresses)
 	return ServiceStatus(&spec), nil
+}
+
+// assign reads svc's request and assigns it. It returns what the Service
+// holds afterwards and whether it holds anything, and why the request was
+// not met: then what it held before is returned unchanged. Source ranges
+// are part of the request only for a Service that holds nothing yet.
+func (m *Manager) assign(svc *v1.Service) (Allocated, bool, error) {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	req, reqErr := ipam.RequestFromService(svc)
+	reqErr = errors.Join(checkPorts(svc), reqErr)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refreshPools() {
+		m.orphans.due()
+	}
+	prev, held := m.heldLocked(key)
+	if !held {
+		if _, err := SourceRanges(svc); err != nil {
+			reqErr = errors.Join(reqErr, err)
+		}
+	}
+	if reqErr != nil {
+		return prev, held, reqErr
+	}
+	alloc, err := m.alloc.Assign(req)
+	if err != nil {
+		return prev, held, err
+	}
+	recordUsage(m.alloc.Usage())
+	m.noteOrphan(key)
+	return Allocated{Allocation: alloc, SharingKey: req.SharingKey, Ports: req.Ports}, true, nil
+}
+
+// heldLocked returns what key holds. Callers hold mu.
+func (m *Manager) heldLocked(key types.NamespacedName) (Allocated, bool) {
+	alloc, ok := m.alloc.Lookup(key)
+	if !ok {
+		return Allocated{}, false
+	}
+	sharingKey, ports, _ := m.alloc.Terms(key)
+	return Allocated{Allocation: alloc, SharingKey: sharingKey, Ports: ports}, true
+}
+
+// held returns what key holds.
+func (m *Manager) held(key types.NamespacedName) (Allocated, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.heldLocked(key)
 }
 
 // isReady reports whether the allocator is rebuilt.
@@ -223,18 +298,6 @@ func (m *Manager) waitReady(ctx context.Context) error {
 	}
 }
 
-// inventoryAddresses gives a node's addresses from the cloud-config
-// inventory, as the cloud-node controller will write them.
-func (m *Manager) inventoryAddresses() AddressFallback {
-	cfg := m.config()
-	return func(n *v1.Node) []v1.NodeAddress {
-		if match := inventory.Lookup(cfg, n); match.Machine != nil {
-			return match.Machine.Addresses
-		}
-		return nil
-	}
-}
-
 // refreshPools applies a reloaded cloud-config's pools and reports whether
 // there was one. Callers hold mu.
 func (m *Manager) refreshPools() bool {
@@ -247,87 +310,14 @@ func (m *Manager) refreshPools() bool {
 	return true
 }
 
-// write creates or updates the LoadBalancer so that its spec is spec; it
-// issues no request when the stored object already says so.
-func (m *Manager) write(ctx context.Context, svc *v1.Service, spec v1alpha1.LoadBalancerSpec) error {
-	cur, err := m.lister.Get(svc.Namespace, svc.Name)
-	if err != nil {
-		return err
-	}
-	owner := ownerReference(svc)
-	if cur == nil {
-		if cur, err = m.create(ctx, svc, spec, owner); cur == nil || err != nil {
-			return err
-		}
-	}
-	ports := PortsSummary(&spec)
-	if equality.Semantic.DeepEqual(cur.Spec, spec) && hasOwner(cur, owner) && cur.Annotations[v1alpha1.AnnotationPorts] == ports {
-		return nil
-	}
-	next := cur.DeepCopy()
-	next.Spec = spec
-	metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationPorts, ports)
-	if !hasOwner(next, owner) {
-		next.OwnerReferences = append(removeServiceOwners(next.OwnerReferences), owner)
-	}
-	klog.FromContext(ctx).V(2).Info("Updating LoadBalancer", "loadBalancer", klog.KObj(next), "specChanged", !equality.Semantic.DeepEqual(cur.Spec, spec))
-	_, err = m.client.Update(ctx, next)
-	if err != nil {
-		return fmt.Errorf("update LoadBalancer %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-	writes.WithLabelValues("update").Inc()
-	return nil
-}
-
-// create creates the LoadBalancer. When the object exists already (the
-// cache is behind) it returns the stored object for the caller to update;
-// otherwise it returns nil.
-func (m *Manager) create(ctx context.Context, svc *v1.Service, spec v1alpha1.LoadBalancerSpec, owner metav1.OwnerReference) (*v1alpha1.LoadBalancer, error) {
-	lb := &v1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: svc.Namespace, Name: svc.Name,
-			OwnerReferences: []metav1.OwnerReference{owner},
-			Annotations:     map[string]string{v1alpha1.AnnotationPorts: PortsSummary(&spec)},
-		},
-		Spec: spec,
-	}
-	klog.FromContext(ctx).V(2).Info("Creating LoadBalancer", "loadBalancer", klog.KObj(lb))
-	_, err := m.client.Create(ctx, lb)
-	switch {
-	case err == nil:
-		writes.WithLabelValues("create").Inc()
-		return nil, nil
-	case apierrors.IsAlreadyExists(err):
-		stored, err := m.client.Get(ctx, svc.Namespace, svc.Name)
-		if err != nil {
-			return nil, fmt.Errorf("read LoadBalancer %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
-		return stored, nil
-	default:
-		return nil, fmt.Errorf("create LoadBalancer %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-}
-
-func hasOwner(lb *v1alpha1.LoadBalancer, owner metav1.OwnerReference) bool {
-	for _, o := range lb.OwnerReferences {
-		if o.UID == owner.UID && o.Kind == owner.Kind && o.Name == owner.Name {
-			return true
-		}
-	}
-	return false
-}
-
-func removeServiceOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
-	return slices.DeleteFunc(slices.Clone(refs), func(o metav1.OwnerReference) bool {
-		return o.Kind == "Service" && o.APIVersion == "v1"
-	})
-}
-
-// Delete releases svc's addresses and deletes its LoadBalancer.
+// Delete releases svc's addresses and deletes its LoadBalancer. It releases
+// them also when there is no object (a create that failed).
 func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 	if err := m.waitReady(ctx); err != nil {
 		return err
 	}
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	defer m.locks.lock(key)()
 	klog.FromContext(ctx).V(2).Info("Deleting LoadBalancer", "service", klog.KObj(svc))
 	err := m.client.Delete(ctx, svc.Namespace, svc.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -336,8 +326,8 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 	if err == nil {
 		writes.WithLabelValues("delete").Inc()
 	}
+	m.written.forget(key)
 	m.mu.Lock()
-	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	m.alloc.Release(key)
 	recordUsage(m.alloc.Usage())
 	m.noteOrphan(key)
@@ -345,7 +335,9 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 	return nil
 }
 
-// Get reports whether svc has a LoadBalancer, and its status.
+// Get reports whether svc has a load balancer, and its status: it has one
+// when the allocator holds addresses for it (whether or not its object was
+// written) or when its object exists.
 func (m *Manager) Get(ctx context.Context, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
 	if !m.isReady() {
 		lb, err := m.client.Get(ctx, svc.Namespace, svc.Name)
@@ -357,25 +349,16 @@ func (m *Manager) Get(ctx context.Context, svc *v1.Service) (*v1.LoadBalancerSta
 		}
 		return ServiceStatus(&lb.Spec), true, nil
 	}
+	if a, ok := m.held(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}); ok {
+		spec := v1alpha1.LoadBalancerSpec{}
+		for _, addr := range a.Addresses {
+			spec.Addresses = append(spec.Addresses, addr.String())
+		}
+		return ServiceStatus(&spec), true, nil
+	}
 	lb, err := m.lister.Get(svc.Namespace, svc.Name)
 	if err != nil || lb == nil {
 		return nil, false, err
 	}
 	return ServiceStatus(&lb.Spec), true, nil
-}
-
-// checkPorts refuses what the data plane cannot carry, with what to change.
-func checkPorts(svc *v1.Service) error {
-	if len(svc.Spec.Ports) == 0 {
-		return fmt.Errorf("service %s/%s has no ports; add at least one", svc.Namespace, svc.Name)
-	}
-	for _, p := range svc.Spec.Ports {
-		if p.Protocol != v1.ProtocolTCP && p.Protocol != v1.ProtocolUDP {
-			return fmt.Errorf("service %s/%s port %d: protocol %s is not supported by groundcloud; use TCP or UDP", svc.Namespace, svc.Name, p.Port, p.Protocol)
-		}
-		if p.NodePort == 0 {
-			return fmt.Errorf("service %s/%s port %d has no nodePort; groundcloud sends traffic to node ports, so leave spec.allocateLoadBalancerNodePorts unset or true", svc.Namespace, svc.Name, p.Port)
-		}
-	}
-	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/testutil"
@@ -70,7 +72,8 @@ func emulateStatusApply(dyn *dynamicfake.FakeDynamicClient) {
 // Stop stops it and waits until it has.
 func startManagerWith(t *testing.T, dyn *dynamicfake.FakeDynamicClient, cfg *atomic.Pointer[config.Config], events EventRecorder) (m *Manager, stop func()) {
 	t.Helper()
-	m = NewManager(dyn, cfg.Load, events)
+	factory := informers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
+	m = NewManager(dyn, cfg.Load, factory, events)
 	m.install = func(context.Context) error { return nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -78,6 +81,7 @@ func startManagerWith(t *testing.T, dyn *dynamicfake.FakeDynamicClient, cfg *ato
 		defer close(done)
 		m.Run(ctx)
 	}()
+	factory.Start(ctx.Done())
 	stop = func() {
 		cancel()
 		<-done

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/ipam"
@@ -18,26 +17,36 @@ import (
 // externalTrafficPolicy Cluster: kube-proxy's /healthz.
 const KubeProxyHealthPort = 10256
 
-// AddressFallback gives the addresses of a node that reports none yet, or
-// nil.
-type AddressFallback func(*v1.Node) []v1.NodeAddress
+// Allocated is what a load balancer's addresses are held with: the
+// allocation, its sharing key, and the ports the allocator recorded for it.
+type Allocated struct {
+	ipam.Allocation
+	SharingKey string
+	Ports      []ipam.Port
+}
 
-// DesiredSpec is the LoadBalancer spec for svc with its allocation and the
-// nodes it may send traffic to.
-func DesiredSpec(svc *v1.Service, nodes []*v1.Node, fallback AddressFallback, alloc ipam.Allocation, sharingKey string) v1alpha1.LoadBalancerSpec {
+// DesiredSpec is the LoadBalancer spec for svc with what it holds and the
+// backends every load balancer sends to. Its ports are those of svc that a
+// holds (with svc's names and node ports), in svc's order; it has none when
+// a holds none of them. When svc's source ranges cannot all be used the
+// spec accepts no client and the error says why (see SourceRanges).
+func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend) (v1alpha1.LoadBalancerSpec, error) {
 	spec := v1alpha1.LoadBalancerSpec{
-		Pool:                  alloc.Pool,
-		SharingKey:            sharingKey,
-		Backends:              Backends(nodes, fallback),
+		Pool:                  a.Pool,
+		SharingKey:            a.SharingKey,
+		Backends:              backends,
 		ExternalTrafficPolicy: string(v1.ServiceExternalTrafficPolicyCluster),
 		SessionAffinity:       string(v1.ServiceAffinityNone),
 		HealthCheck:           &v1alpha1.HealthCheck{Port: KubeProxyHealthPort, Path: "/healthz"},
 	}
-	for _, a := range alloc.Addresses {
-		spec.Addresses = append(spec.Addresses, a.String())
+	for _, addr := range a.Addresses {
+		spec.Addresses = append(spec.Addresses, addr.String())
 	}
 	for _, p := range svc.Spec.Ports {
-		spec.Ports = append(spec.Ports, v1alpha1.Port{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, NodePort: p.NodePort})
+		held := slices.Contains(a.Ports, ipam.Port{Protocol: p.Protocol, Port: p.Port})
+		if held && p.NodePort != 0 && (p.Protocol == v1.ProtocolTCP || p.Protocol == v1.ProtocolUDP) {
+			spec.Ports = append(spec.Ports, v1alpha1.Port{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, NodePort: p.NodePort})
+		}
 	}
 	if svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
 		spec.ExternalTrafficPolicy = string(v1.ServiceExternalTrafficPolicyLocal)
@@ -50,84 +59,9 @@ func DesiredSpec(svc *v1.Service, nodes []*v1.Node, fallback AddressFallback, al
 			spec.SessionAffinityTimeoutSeconds = &t
 		}
 	}
-	for _, r := range svc.Spec.LoadBalancerSourceRanges {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil {
-			spec.SourceRanges = append(spec.SourceRanges, p.Masked().String())
-		}
-	}
-	slices.Sort(spec.SourceRanges)
-	spec.SourceRanges = slices.Compact(spec.SourceRanges)
-	return spec
-}
-
-// Backends are the nodes that may carry traffic, sorted by name: those
-// initialised by the cloud-node controller (a providerID, no uninitialized
-// taint), not being deleted, not excluded by label, with an address.
-//
-// A node that reports no address yet takes them from fallback (may be nil):
-// the cloud-node controller writes a new node's addresses only after it has
-// set its providerID, and the service controller does not call again when
-// addresses arrive.
-func Backends(nodes []*v1.Node, fallback AddressFallback) []v1alpha1.Backend {
-	var out []v1alpha1.Backend
-	for _, n := range nodes {
-		if !eligible(n) {
-			continue
-		}
-		addrs := nodeAddresses(n.Status.Addresses)
-		if len(addrs) == 0 && fallback != nil {
-			addrs = nodeAddresses(fallback(n))
-		}
-		if len(addrs) == 0 {
-			continue
-		}
-		out = append(out, v1alpha1.Backend{NodeName: n.Name, Addresses: addrs})
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.Backend) int { return strings.Compare(a.NodeName, b.NodeName) })
-	return out
-}
-
-func eligible(n *v1.Node) bool {
-	if n.Spec.ProviderID == "" || n.DeletionTimestamp != nil {
-		return false
-	}
-	if _, excluded := n.Labels[v1.LabelNodeExcludeBalancers]; excluded {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == cloudapi.TaintExternalCloudProvider {
-			return false
-		}
-	}
-	return true
-}
-
-// nodeAddresses are the InternalIPs of a node's addresses, or its
-// ExternalIPs when it has none; at most two, one per family, in order.
-func nodeAddresses(addresses []v1.NodeAddress) []string {
-	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
-		var out []string
-		var seen4, seen6 bool
-		for _, a := range addresses {
-			if a.Type != typ {
-				continue
-			}
-			ip, err := netip.ParseAddr(a.Address)
-			if err != nil {
-				continue
-			}
-			ip = ip.Unmap()
-			if (ip.Is4() && seen4) || (ip.Is6() && seen6) {
-				continue
-			}
-			seen4, seen6 = seen4 || ip.Is4(), seen6 || ip.Is6()
-			out = append(out, ip.String())
-		}
-		if len(out) > 0 {
-			return out
-		}
-	}
-	return nil
+	var err error
+	spec.SourceRanges, err = SourceRanges(svc)
+	return spec, err
 }
 
 // PortsSummary is the value of v1alpha1.AnnotationPorts for spec.

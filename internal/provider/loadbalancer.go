@@ -24,7 +24,8 @@ func (l loadBalancer) manager() (*loadbalancers.Manager, error) {
 	return m, nil
 }
 
-// GetLoadBalancer reports whether the Service's LoadBalancer object exists.
+// GetLoadBalancer reports whether the Service has a load balancer: addresses
+// assigned (even if its object could not be written) or an object.
 func (l loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
 	m, err := l.manager()
 	if err != nil {
@@ -47,14 +48,17 @@ func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.
 	return m.Ensure(ctx, svc, nodes)
 }
 
-// UpdateLoadBalancer updates the backends: the same as Ensure.
-func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+// UpdateLoadBalancer queues a refresh of the Service's LoadBalancer. It
+// never assigns addresses or creates what the Service does not hold: the
+// service controller calls it from a snapshot of Services that may be
+// stale. The nodes are not used: the manager follows the Nodes itself.
+func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) error {
 	m, err := l.manager()
 	if err != nil {
 		return err
 	}
-	_, err = m.Ensure(ctx, svc, nodes)
-	return err
+	m.Update(ctx, svc)
+	return nil
 }
 
 // EnsureLoadBalancerDeleted deletes the object and releases the addresses.

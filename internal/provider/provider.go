@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -41,11 +42,20 @@ func Register(opts *Options) {
 // Cloud implements cloudprovider.Interface.
 type Cloud struct {
 	config *configwatch.Watcher
-	lbs    atomic.Pointer[loadbalancers.Manager] // set by Initialize
+	lbs    atomic.Pointer[loadbalancers.Manager] // set by SetInformers
 	routes atomic.Pointer[routes.Manager]        // set by Initialize
+
+	// Set by Initialize for SetInformers, which the upstream app calls
+	// right after it, from the same goroutine.
+	ctx    context.Context
+	dyn    dynamic.Interface
+	events loadbalancers.EventRecorder
 }
 
-var _ cloudprovider.Interface = (*Cloud)(nil)
+var (
+	_ cloudprovider.Interface    = (*Cloud)(nil)
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
+)
 
 // NewFromReader builds the provider from the cloud-config given by the
 // upstream factory. The reader is the open --cloud-config file; its path is
@@ -79,8 +89,8 @@ func New(w *configwatch.Watcher) *Cloud {
 }
 
 // Initialize starts reloading the cloud-config; it stops when stop closes.
-// It also starts the load-balancer manager: CRD installation, the
-// LoadBalancer informer and the allocator rebuild.
+// It builds the routes manager, and the client of the load-balancer manager,
+// which SetInformers starts.
 func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	configwatch.RegisterMetrics()
 	loadbalancers.RegisterMetrics()
@@ -96,10 +106,23 @@ func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <
 		klog.Background().Error(err, "Cannot create a client; load balancers are unavailable")
 		return
 	}
-	m := loadbalancers.NewManager(dyn, c.config.Current, serviceEvents(ctx, clients))
-	c.lbs.Store(m)
+	c.ctx, c.dyn, c.events = ctx, dyn, serviceEvents(ctx, clients)
 	c.routes.Store(routes.NewManager(dyn, c.config.Current))
-	go m.Run(klog.NewContext(ctx, klog.Background().WithName("loadbalancers")))
+}
+
+// SetInformers starts the load-balancer manager (CRD installation, the
+// LoadBalancer informer, the allocator rebuild, the reconcile queue) over
+// the controller manager's shared informers: it reads the same Node and
+// Service caches as the upstream controllers. The upstream app calls it
+// right after Initialize and starts the factory after every controller;
+// until it has been called the load-balancer methods ask to be retried.
+func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
+	if c.dyn == nil {
+		return // Initialize could not build a client, and said so
+	}
+	m := loadbalancers.NewManager(c.dyn, c.config.Current, f, c.events)
+	c.lbs.Store(m)
+	go m.Run(klog.NewContext(c.ctx, klog.Background().WithName("loadbalancers")))
 }
 
 // ProviderName returns Name.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,6 +224,9 @@ func (e *Env) cloudConfig() string {
 	var b strings.Builder
 	b.WriteString("[Global]\nregion = lab\n\n")
 	for _, n := range e.Nodes {
+		if slices.Contains(e.Opts.Unlisted, n.Name) {
+			continue
+		}
 		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninstance-type = nodesim\ninternal-ip = %s\ninternal-ip = %s\n\n", n.Name, n.Addr4, n.Addr6)
 	}
 	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\n\n", e.Opts.Pool4, e.Opts.Pool6)
@@ -231,13 +235,14 @@ func (e *Env) cloudConfig() string {
 }
 
 func (e *Env) registerNodes(ctx context.Context) error {
-	e.logf("registering %d nodes the way kubelet --cloud-provider=external does", len(e.Nodes))
-	for _, n := range e.Nodes {
+	nodes := e.Nodes[:len(e.Nodes)-e.Opts.Unregistered]
+	e.logf("registering %d nodes the way kubelet --cloud-provider=external does", len(nodes))
+	for _, n := range nodes {
 		if err := RegisterNode(ctx, e.Client, n.Name, v1.ConditionTrue); err != nil {
 			return err
 		}
 	}
-	for _, n := range e.Nodes {
+	for _, n := range nodes {
 		if err := WaitInitialised(ctx, e.Client, n.Name); err != nil {
 			return err
 		}
@@ -312,8 +317,11 @@ func (e *Env) Close() error {
 }
 
 // RegisterNode creates a Node as kubelet with --cloud-provider=external
-// does: tainted uninitialized, with the given Ready status.
-func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, ready v1.ConditionStatus) error {
+// does: tainted uninitialized, then its status with the given Ready
+// condition and addresses (kubelet reports addresses before initialisation
+// when it is given --node-ip; without, the cloud-node controller writes
+// the inventory's after).
+func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, ready v1.ConditionStatus, addresses ...v1.NodeAddress) error {
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}},
 		Spec: v1.NodeSpec{Taints: []v1.Taint{{
@@ -330,6 +338,7 @@ func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, read
 			Type: v1.NodeReady, Status: ready, Reason: "KubeletReady",
 			LastHeartbeatTime: now, LastTransitionTime: now,
 		}}
+		created.Status.Addresses = addresses
 		_, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			if fresh, gerr := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); gerr == nil {

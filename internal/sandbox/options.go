@@ -29,8 +29,15 @@ type Options struct {
 	// "client") are the simulated hosts, named node-N, lb-N and as given.
 	Nodes   int
 	LBHosts int
-	Clients []string
-	NodeSim NodeSim
+	// Unregistered is how many of the Nodes (the last ones) Start leaves
+	// unregistered: their hosts run nodesim and the inventory lists them,
+	// but no Node object exists until the caller registers it (RegisterNode).
+	Unregistered int
+	// Unlisted names nodes the cloud-config inventory leaves out: the
+	// controller manager initialises them from what they report.
+	Unlisted []string
+	Clients  []string
+	NodeSim  NodeSim
 
 	// Prefix names the lab's namespaces (default: a fresh one).
 	Prefix string
@@ -118,6 +125,9 @@ func (o Options) Validate() error {
 	}
 	if o.Nodes < 0 || o.Nodes > 50 {
 		errs = append(errs, fmt.Errorf("Nodes %d: want 1 to 50", o.Nodes))
+	}
+	if o.Unregistered < 0 || o.Unregistered >= o.Nodes {
+		errs = append(errs, fmt.Errorf("Unregistered %d: want 0 to Nodes-1 (%d)", o.Unregistered, o.Nodes-1))
 	}
 	if o.LBHosts < 0 || o.LBHosts > 8 {
 		errs = append(errs, fmt.Errorf("LBHosts %d: want 1 to 8", o.LBHosts))

@@ -123,10 +123,11 @@ func startProcess(t *testing.T, logPath, bin string, args ...string) *sandbox.Pr
 }
 
 // createKubeletNode creates a Node as kubelet with --cloud-provider=external
-// registers it: tainted uninitialized, with the given Ready status.
-func createKubeletNode(t *testing.T, c kubernetes.Interface, name string, ready v1.ConditionStatus) {
+// registers it: tainted uninitialized, with the given Ready status and
+// addresses.
+func createKubeletNode(t *testing.T, c kubernetes.Interface, name string, ready v1.ConditionStatus, addresses ...v1.NodeAddress) {
 	t.Helper()
-	if err := sandbox.RegisterNode(context.Background(), c, name, ready); err != nil {
+	if err := sandbox.RegisterNode(context.Background(), c, name, ready, addresses...); err != nil {
 		t.Fatal(err)
 	}
 }

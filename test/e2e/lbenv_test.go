@@ -35,7 +35,8 @@ type lbEnv struct {
 	cp       *testbed.ControlPlane
 	dyn      dynamic.Interface
 	lb       *lab.Host
-	nodes    []*lab.Host
+	nodes    []*lab.Host // registered at start
+	late     []*lab.Host // hosts of nodes left for the test to register (Options.Unregistered)
 	inside   *lab.Host
 	outsider *lab.Host
 	stateDir string
@@ -44,7 +45,8 @@ type lbEnv struct {
 	ccmMetricsPort int
 }
 
-func startLBEnv(t *testing.T) *lbEnv {
+// startLBEnv starts the topology; mods change the sandbox options first.
+func startLBEnv(t *testing.T, mods ...func(*sandbox.Options)) *lbEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
@@ -59,7 +61,7 @@ func startLBEnv(t *testing.T) *lbEnv {
 	}
 	dir := t.TempDir()
 	metricsPort := freePort(t)
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
+	opts := sandbox.Options{
 		Dir:              dir,
 		ToolsDir:         tools,
 		Binaries:         sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
@@ -68,7 +70,11 @@ func startLBEnv(t *testing.T) *lbEnv {
 		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\n",
 		ExtraCCMArgs:     ccmMetricArgs(metricsPort),
 		Logf:             t.Logf,
-	})
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	e, err := sandbox.Start(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +93,7 @@ func startLBEnv(t *testing.T) *lbEnv {
 	}
 	return &lbEnv{
 		Env: e, client: e.Client, cp: e.CP, dyn: dyn,
-		lb: e.LBs[0], nodes: e.Nodes, inside: e.Clients["client"], outsider: e.Clients["outsider"],
+		lb: e.LBs[0], nodes: e.Nodes[:len(e.Nodes)-opts.Unregistered], late: e.Nodes[len(e.Nodes)-opts.Unregistered:], inside: e.Clients["client"], outsider: e.Clients["outsider"],
 		stateDir: e.StateDir, nextPort: firstNodePort, ccmMetricsPort: metricsPort,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
@@ -181,7 +182,13 @@ func inPool(a netip.Addr) bool {
 
 func (env *lbEnv) lbObjectExists(t *testing.T, name string) bool {
 	t.Helper()
-	_, err := env.dyn.Resource(lbapi.Resource).Namespace("default").Get(t.Context(), name, metav1.GetOptions{})
+	return lbExists(t, env.dyn, name)
+}
+
+// lbExists reports whether the LoadBalancer default/name exists.
+func lbExists(t *testing.T, dyn dynamic.Interface, name string) bool {
+	t.Helper()
+	_, err := dyn.Resource(lbapi.Resource).Namespace("default").Get(t.Context(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false
 	}
