@@ -86,32 +86,41 @@ func TestLoadBalancerRecovery(t *testing.T) {
 		}
 	})
 
-	var rangedVIP netip.AddrPort
+	var ranged []netip.AddrPort // IPv4 and IPv6
+	insideRanges := env.inside.Addr4.String() + "/32, " + env.inside.Addr6.String() + "/128"
 	t.Run("the standard source-ranges annotation is honoured", func(t *testing.T) {
-		env.create(t, newService("annotated", withPort(v1.ProtocolTCP, 80, env.nodePort(t)),
-			withAnnotation(v1.AnnotationLoadBalancerSourceRangesKey, " "+env.inside.Addr4.String()+"/32 ")))
-		rangedVIP = netip.AddrPortFrom(env.addresses(t, "annotated", 1)[0], 80)
-		env.nodesReached(t, rangedVIP, all...)
-		env.blocked(t, "outsider", rangedVIP)
+		env.create(t, newService("annotated", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withDualStack(),
+			withAnnotation(v1.AnnotationLoadBalancerSourceRangesKey, " "+insideRanges+" ")))
+		for _, a := range env.addresses(t, "annotated", 2) {
+			ranged = append(ranged, netip.AddrPortFrom(a, 80))
+		}
+		for _, vip := range ranged {
+			env.nodesReached(t, vip, all...)
+			env.blocked(t, "outsider", vip)
+		}
 	})
 
 	t.Run("an unusable source range lets no client in, with a warning", func(t *testing.T) {
 		// The apiserver checks the annotation only when it changes and the
 		// field is empty: set it beside the field, then drop the field.
 		updateService(t, env, "annotated", func(s *v1.Service) {
-			s.Spec.LoadBalancerSourceRanges = []string{env.inside.Addr4.String() + "/32"}
-			s.Annotations[v1.AnnotationLoadBalancerSourceRangesKey] = env.inside.Addr4.String() + "/32,bogus"
+			s.Spec.LoadBalancerSourceRanges = strings.Split(strings.ReplaceAll(insideRanges, " ", ""), ",")
+			s.Annotations[v1.AnnotationLoadBalancerSourceRangesKey] = insideRanges + ",bogus"
 		})
 		updateService(t, env, "annotated", func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = nil })
 		env.warning(t, "annotated", `"bogus" is not a CIDR`)
-		env.blocked(t, "client", rangedVIP)
-		if got := env.addresses(t, "annotated", 1)[0]; got != rangedVIP.Addr() {
-			t.Errorf("annotated now has %s, want it to keep %s", got, rangedVIP.Addr())
+		for _, vip := range ranged {
+			env.blocked(t, "client", vip)
+		}
+		if got := env.addresses(t, "annotated", 2); got[0] != ranged[0].Addr() || got[1] != ranged[1].Addr() {
+			t.Errorf("annotated now has %v, want it to keep %v", got, ranged)
 		}
 		updateService(t, env, "annotated", func(s *v1.Service) {
-			s.Annotations[v1.AnnotationLoadBalancerSourceRangesKey] = env.inside.Addr4.String() + "/32"
+			s.Annotations[v1.AnnotationLoadBalancerSourceRangesKey] = insideRanges
 		})
-		env.nodesReached(t, rangedVIP, all...)
+		for _, vip := range ranged {
+			env.nodesReached(t, vip, all...)
+		}
 	})
 
 	t.Run("an edit that cannot be met keeps the address and applies the rest", func(t *testing.T) {
