@@ -3,10 +3,10 @@
 
 all: build
 
-build:            ## build our binaries into bin/
-	go build -o bin/ ./cmd/...
+build:            ## build our binaries into bin/ (static, as deploy/images/ builds them)
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/ ./cmd/...
 
-demo: deps        ## the sandbox: a whole installation in network namespaces, until Ctrl-C (root)
+demo: deps        ## the sandbox: a real cluster in network namespaces with groundcloud installed, until Ctrl-C (root)
 	go build -o bin/ ./cmd/groundcloud-sandbox
 	bin/groundcloud-sandbox up $(DEMO_FLAGS)
 
@@ -14,12 +14,12 @@ demo-down:        ## remove a sandbox (a running one, or what a crashed one left
 	go build -o bin/ ./cmd/groundcloud-sandbox
 	bin/groundcloud-sandbox down
 
-tools:            ## build the pinned kube-apiserver, kubectl, etcd, helm and promcheck (cached)
+tools:            ## build the pinned Kubernetes binaries (kube-apiserver, kubelet, kube-proxy, ...), helm and promcheck (cached)
 	hack/tools/build.sh
 	hack/tools/build-module.sh helm
 	hack/tools/build-module.sh promcheck
 
-deps:             ## install nftables and iproute2 when missing (Debian, as root)
+deps:             ## install nftables, iproute2, containerd, runc and the CNI plugins when missing (Debian, as root)
 	hack/install-deps.sh
 
 test: deps lint   ## everything CI runs: lint, unit, kernel (netns) and end-to-end tests

@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
 # Installs the system tools the tests and the sandbox need when they are
-# missing: nftables (nft) and iproute2 (ip), from Debian's packages.
+# missing, from Debian's packages: nftables (nft) and iproute2 (ip); and for
+# the real cluster's nodes containerd (containerd, ctr), runc and the CNI
+# plugins (containernetworking-plugins, in /usr/lib/cni).
+#
+# Debian's containerd package enables and starts containerd.service in the
+# root namespace; the test bed runs a containerd of its own in each node's
+# namespaces only. A policy-rc.d that denies every start keeps the package
+# from starting one (while apt runs; the file is removed afterwards, and
+# one that was there already is left as it was).
 set -euo pipefail
 need=()
 command -v nft >/dev/null || need+=(nftables)
 command -v ip >/dev/null || need+=(iproute2)
+command -v containerd >/dev/null && command -v ctr >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root" >&2
   exit 1
 fi
 echo "installing ${need[*]}" >&2
+policy=/usr/sbin/policy-rc.d ours=
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# hack/install-deps.sh: no service starts while it installs packages\nexit 101\n' >"$policy"
+  chmod +x "$policy"
+  ours=1
+fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+rc=0
+{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; } || rc=$?
+[ -n "$ours" ] && rm -f "$policy"
+exit $rc

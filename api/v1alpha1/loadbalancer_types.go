@@ -149,7 +149,9 @@ type LoadBalancerStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Ready (every address is held by a host that programmed
-	// this generation).
+	// this generation), written by the agents; AddressOrphaned (an address
+	// is kept outside the pools the namespace may use), written by the
+	// controller manager only while it is true.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -204,4 +206,9 @@ const AnnotationPorts = "groundcloud.io/ports"
 const (
 	ConditionReady      = "Ready"
 	ConditionProgrammed = "Programmed"
+	// ConditionAddressOrphaned is true while an address of the LoadBalancer
+	// is kept although no pool its namespace may use contains it any more.
+	// The controller manager writes it (and only it) in the status; its
+	// reason is the ipam.OrphanCause.
+	ConditionAddressOrphaned = "AddressOrphaned"
 )

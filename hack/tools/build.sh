@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned control-plane tools (kube-apiserver, kubectl, etcd) once
-# into a bin directory keyed by this module's go.sum, and prints that
-# directory. A second call with nothing changed only prints it.
+# Builds the pinned Kubernetes tools once into a bin directory keyed by this
+# module's go.mod, go.sum, its own mains and the list below, and prints that
+# directory. A second call with nothing changed only prints it. All of them
+# come from one go build, so the packages they share compile once.
 #
 #   GROUNDCLOUD_TOOLS_DIR  where bin directories live (default: <repo>/.cache/tools)
 set -euo pipefail
@@ -9,10 +10,28 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 root=${GROUNDCLOUD_TOOLS_DIR:-$repo/.cache/tools}
-key=$(cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go | sha256sum | cut -c1-16)
+# The binaries, by name, and the packages they are built from.
+tools=(
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
+  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
+  kubelet=k8s.io/kubernetes/cmd/kubelet
+  kubectl=k8s.io/kubernetes/cmd/kubectl
+  etcd=./cmd/etcd
+  pause=./cmd/pause
+)
+key=$( (cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go; printf '%s\n' "${tools[@]}") | sha256sum | cut -c1-16)
 bin=$root/$key
 
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kubectl" ] && [ -x "$bin/etcd" ]; then
+built() {
+  local t
+  for t in "${tools[@]}"; do
+    [ -x "$bin/${t%%=*}" ] || return 1
+  done
+}
+
+if built; then
   echo "$bin"
   exit 0
 fi
@@ -21,7 +40,7 @@ fi
 mkdir -p "$root"
 exec 9>"$root/.lock"
 flock 9
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kubectl" ] && [ -x "$bin/etcd" ]; then
+if built; then
   echo "$bin"
   exit 0
 fi
@@ -33,12 +52,9 @@ pkg=k8s.io/component-base/version
 ldflags="-s -w -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 
 mkdir -p "$bin.tmp"
-echo "building kube-apiserver, kubectl and etcd ($k8s_version) into $bin; takes a few minutes the first time" >&2
+echo "building ${tools[*]%%=*} ($k8s_version) into $bin; takes several minutes the first time" >&2
 cd "$here"
-go build -trimpath -ldflags "$ldflags" -o "$bin.tmp/" \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kubectl \
-  ./cmd/etcd
+go build -trimpath -ldflags "$ldflags" -o "$bin.tmp/" "${tools[@]#*=}"
 rm -rf "$bin"
 mv "$bin.tmp" "$bin"
 echo "$bin"

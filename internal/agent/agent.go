@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,9 +39,11 @@ type AllAddresses struct{}
 // Owns is always true.
 func (AllAddresses) Owns(netip.Addr) bool { return true }
 
-// DataPlane programs forwarding; *dataplane.Syncer implements it.
+// DataPlane programs forwarding; *dataplane.Syncer implements it. Sync
+// fails only when forwarding could not be programmed; a failed clean-up of
+// conntrack entries is in its Result.
 type DataPlane interface {
-	Sync(ctx context.Context, st dataplane.State) error
+	Sync(ctx context.Context, st dataplane.State) (dataplane.Result, error)
 	ForceFullSync()
 	Cleanup(ctx context.Context) error
 }
@@ -84,6 +87,7 @@ type Agent struct {
 	runner   *dataplane.Runner
 
 	reannounce atomic.Bool // announce held addresses after the next sync
+	retrying   atomic.Bool // a sync to retry a conntrack clean-up is planned
 	reports    reportQueue
 	looseOnce  sync.Once
 	held       map[netip.Addr]bool // owned after the last sync; used by sync only
@@ -173,24 +177,26 @@ func (a *Agent) announce(ctx context.Context) {
 	}
 }
 
-// sync is one pass: translate the cached objects, program the data plane,
-// hold the owned addresses, report status.
+// sync is one pass: translate the cached objects, probe new health check
+// targets, program the data plane, hold the owned addresses, report status.
 func (a *Agent) sync(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	lbs, err := a.lister.List()
 	if err != nil {
 		return err
 	}
-	plan := Translate(lbs, a.checker.Healthy)
-	a.checker.SetTargets(plan.Targets)
+	plan := a.plan(ctx, lbs)
 
 	start := time.Now()
-	syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
+	res, syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
 	syncDuration.Observe(time.Since(start).Seconds())
 	if syncErr != nil {
 		syncFailures.Inc()
 		logger.Error(syncErr, "Data plane sync failed; the next one is full")
 		a.cfg.DataPlane.ForceFullSync()
+	}
+	if res.CleanupErr != nil {
+		a.cleanupFailed(ctx, res.CleanupErr)
 	}
 
 	if a.cfg.Cluster != nil {
@@ -218,6 +224,46 @@ func (a *Agent) sync(ctx context.Context) error {
 	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
 	return errors.Join(syncErr, addrErr)
 }
+
+// plan translates lbs. When they have health check targets that were never
+// probed (a new Service or node, a Service switched to
+// externalTrafficPolicy Local, the first sync after a start), it has them
+// probed first and waits for the results, one health check interval at
+// most: a node is programmed once a probe said it may take new flows, and
+// a restart programs the same nodes as before it.
+func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
+	plan := Translate(lbs, a.checker.State)
+	a.checker.SetTargets(plan.Targets)
+	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
+		return plan
+	}
+	start := time.Now()
+	all := a.checker.WaitProbed(ctx)
+	klog.FromContext(ctx).V(2).Info("Probed new health check targets", "elapsed", time.Since(start), "all", all)
+	return Translate(lbs, a.checker.State)
+}
+
+// cleanupRetry is how long after a failed conntrack clean-up the agent
+// syncs again to retry it.
+const cleanupRetry = 5 * time.Second
+
+// cleanupFailed counts a failed clean-up of the conntrack entries of stale
+// UDP flows and plans a sync to retry it. The data plane forwards as it
+// should meanwhile: only those flows stay with their old backend.
+func (a *Agent) cleanupFailed(ctx context.Context, err error) {
+	conntrackCleanupErrors.WithLabelValues(cleanupStaleUDP).Inc()
+	klog.FromContext(ctx).Error(err, "Cannot delete the conntrack entries of stale UDP flows; retrying", "after", cleanupRetry)
+	if a.retrying.CompareAndSwap(false, true) {
+		time.AfterFunc(cleanupRetry, func() {
+			a.retrying.Store(false)
+			a.runner.Request()
+		})
+	}
+}
+
+// Stuck reports whether the sync loop is stuck (see dataplane.Runner.Stuck);
+// /healthz fails then.
+func (a *Agent) Stuck() error { return a.runner.Stuck() }
 
 // report writes each LoadBalancer's status where it changed, with
 // reportWorkers writes in flight.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
@@ -185,7 +186,7 @@ func parseMember(name, msg string) membership.Host {
 func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr error) membership.Observation {
 	reachable := len(plan.Targets) == 0
 	for _, t := range plan.Targets {
-		if a.checker.Healthy(t) {
+		if a.checker.State(t) != health.Unhealthy { // unknown is no evidence
 			reachable = true
 			break
 		}

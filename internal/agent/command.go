@@ -169,11 +169,6 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	RegisterMetrics()
 	health.RegisterMetrics()
-	if o.MetricsBindAddress != "" {
-		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling); err != nil {
-			return err
-		}
-	}
 	if err := dataplane.CheckHost(); err != nil {
 		logger.Error(err, "Host settings the data plane needs are off; forwarding may fail")
 	}
@@ -195,6 +190,11 @@ func (o *Options) Run(ctx context.Context) error {
 		MaxSync:      o.MaxSync,
 		AnnounceEach: o.AnnounceEach,
 	})
+	if o.MetricsBindAddress != "" {
+		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling, a.Stuck); err != nil {
+			return err
+		}
+	}
 	return a.Run(ctx)
 }
 
@@ -208,15 +208,22 @@ func (o *Options) restConfig() (*rest.Config, error) {
 }
 
 // serveMetrics serves /metrics and /healthz on addr, and with profiling
-// the Go profiles under /debug/pprof/.
-func serveMetrics(ctx context.Context, addr string, profiling bool) error {
+// the Go profiles under /debug/pprof/. /healthz fails (500, with the
+// reason) while stuck returns an error.
+func serveMetrics(ctx context.Context, addr string, profiling bool, stuck func() error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", legacyregistry.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := stuck(); err != nil {
+			http.Error(w, "sync loop stuck: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, ... by name
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

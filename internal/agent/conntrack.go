@@ -40,6 +40,8 @@ func (a *Agent) forgetGained(ctx context.Context, owned []netip.Addr) {
 		return
 	}
 	if err := a.cfg.Conntrack.Forget(ctx, gained); err != nil {
+		// Not retried: once the address is up, its entries are live.
+		conntrackCleanupErrors.WithLabelValues(cleanupTakeover).Inc()
 		klog.FromContext(ctx).Error(err, "Cannot delete stale conntrack entries of taken-over virtual IPs; some established connections may be reset", "addresses", gained)
 	}
 }

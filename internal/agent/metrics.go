@@ -33,6 +33,14 @@ var (
 		Help:           "LoadBalancer status writes that failed (retried on the next sync).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	conntrackCleanupErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "groundcloud",
+		Subsystem: "agent",
+		Name:      "conntrack_cleanup_errors_total",
+		Help: "Conntrack clean-ups that failed, by kind: stale-udp (entries of UDP flows whose backend left; retried) " +
+			"and takeover (entries of an address this host takes over). They fail neither the sync nor the host's health.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
 	programmed = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "groundcloud",
 		Subsystem:      "agent",
@@ -64,10 +72,16 @@ var (
 	registerOnce sync.Once
 )
 
+// Kinds of conntrack clean-up (conntrack_cleanup_errors_total).
+const (
+	cleanupStaleUDP = "stale-udp"
+	cleanupTakeover = "takeover"
+)
+
 // RegisterMetrics registers the agent's metrics, once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures,
+		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors,
 			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends)
 	})
 }

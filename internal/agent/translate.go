@@ -39,9 +39,13 @@ func (p *Problems) add(conflict bool, msg string) {
 }
 
 // Translate turns LoadBalancer objects into data plane state and the health
-// targets to probe; healthy says whether a target is up. A backend is
-// healthy when the target of its first address is.
-func Translate(lbs []*v1alpha1.LoadBalancer, healthy func(health.Target) bool) Plan {
+// targets to probe; state says what is known of a target. A backend gets
+// new flows when the target of its first address is Healthy; while it is
+// Unknown (not probed yet) only when no backend of its LoadBalancer is
+// Healthy (the agent waits for first probes before it programs, so that
+// happens only when they take longer than that wait: then it does what it
+// did before the first probe existed rather than reject every flow).
+func Translate(lbs []*v1alpha1.LoadBalancer, state func(health.Target) health.State) Plan {
 	var p Plan
 	targets := map[health.Target]struct{}{}
 	vips := map[netip.Addr]struct{}{}
@@ -49,7 +53,7 @@ func Translate(lbs []*v1alpha1.LoadBalancer, healthy func(health.Target) bool) P
 	p.State.Services = make([]dataplane.Service, 0, len(lbs))
 	problems := map[string]Problems{}
 	for _, lb := range lbs {
-		svc, bad := translateOne(lb, healthy, targets, shared)
+		svc, bad := translateOne(lb, state, targets, shared)
 		if len(bad.Messages) > 0 {
 			problems[svc.Name] = bad
 		}
@@ -127,7 +131,7 @@ func (s *backendLists) add(k backendsKey, list []dataplane.Backend) {
 	}
 }
 
-func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, targets map[health.Target]struct{}, shared *backendLists) (dataplane.Service, Problems) {
+func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.State, targets map[health.Target]struct{}, shared *backendLists) (dataplane.Service, Problems) {
 	svc := dataplane.Service{
 		Name:     lb.Namespace + "/" + lb.Name,
 		Affinity: lb.Spec.SessionAffinity == string(v1.ServiceAffinityClientIP),
@@ -173,6 +177,8 @@ func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, t
 		defer func() { shared.add(k, svc.Backends) }()
 	}
 	svc.Backends = make([]dataplane.Backend, 0, len(lb.Spec.Backends))
+	var unknown []int // indexes in svc.Backends
+	anyHealthy := false
 	for _, b := range lb.Spec.Backends {
 		be := dataplane.Backend{Node: b.NodeName, Healthy: true}
 		for _, s := range b.Addresses {
@@ -186,9 +192,19 @@ func translateOne(lb *v1alpha1.LoadBalancer, healthy func(health.Target) bool, t
 		if hc := lb.Spec.HealthCheck; hc != nil {
 			t := health.Target{Addr: be.Addrs[0], Port: hc.Port, Path: hc.Path}
 			targets[t] = struct{}{}
-			be.Healthy = healthy(t)
+			st := state(t)
+			be.Healthy = st == health.Healthy
+			if st == health.Unknown {
+				unknown = append(unknown, len(svc.Backends))
+			}
 		}
+		anyHealthy = anyHealthy || be.Healthy
 		svc.Backends = append(svc.Backends, be)
+	}
+	if !anyHealthy {
+		for _, i := range unknown {
+			svc.Backends[i].Healthy = true
+		}
 	}
 	return svc, bad
 }

@@ -39,6 +39,16 @@ var (
 	a12 = netip.MustParseAddr("192.0.2.12")
 )
 
+// allHealthyBut says down is unhealthy and every other target healthy.
+func allHealthyBut(down health.Target) func(health.Target) health.State {
+	return func(t health.Target) health.State {
+		if t == down {
+			return health.Unhealthy
+		}
+		return health.Healthy
+	}
+}
+
 func TestTranslate(t *testing.T) {
 	lbs := []*v1alpha1.LoadBalancer{
 		newLB("web"),
@@ -51,7 +61,7 @@ func TestTranslate(t *testing.T) {
 		}),
 	}
 	down := health.Target{Addr: a12, Port: 10256, Path: "/healthz"}
-	plan := Translate(lbs, func(t health.Target) bool { return t != down })
+	plan := Translate(lbs, allHealthyBut(down))
 
 	want := Plan{
 		State: dataplane.State{Services: []dataplane.Service{
@@ -144,7 +154,7 @@ func TestTranslateSharesBackendLists(t *testing.T) {
 	down := health.Target{Addr: a12, Port: 31000, Path: "/healthz"}
 	p := Translate([]*v1alpha1.LoadBalancer{
 		newLB("a", noCheck), newLB("b", noCheck), newLB("c", noCheck, other), newLB("d"), newLB("e"), newLB("f", otherCheck),
-	}, func(t health.Target) bool { return t != down })
+	}, allHealthyBut(down))
 	s := p.State.Services
 	if &s[0].Backends[0] != &s[1].Backends[0] || &s[3].Backends[0] != &s[4].Backends[0] {
 		t.Error("equal backend lists with equal health checks are not shared")
@@ -160,5 +170,38 @@ func TestTranslateSharesBackendLists(t *testing.T) {
 	}
 	if len(p.Targets) != 4 {
 		t.Errorf("targets = %v, want node-1 and node-2 on 10256 and on 31000", p.Targets)
+	}
+}
+
+// A backend whose target is not probed yet gets no new flows while another
+// backend of its LoadBalancer is healthy; when none is, the unknown ones
+// do (the unhealthy ones never).
+func TestTranslateUnknownBackends(t *testing.T) {
+	three := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Backends = append(lb.Spec.Backends, v1alpha1.Backend{NodeName: "node-3", Addresses: []string{"192.0.2.13"}})
+	}
+	a13 := netip.MustParseAddr("192.0.2.13")
+	tests := []struct {
+		name   string
+		states map[netip.Addr]health.State // missing: Unknown
+		want   []bool                      // node-1, node-2, node-3
+	}{
+		{name: "all unknown", want: []bool{true, true, true}},
+		{name: "one healthy", states: map[netip.Addr]health.State{a12: health.Healthy}, want: []bool{false, true, false}},
+		{name: "one unhealthy", states: map[netip.Addr]health.State{a12: health.Unhealthy}, want: []bool{true, false, true}},
+		{name: "one healthy, one unhealthy", states: map[netip.Addr]health.State{a11: health.Unhealthy, a12: health.Healthy}, want: []bool{false, true, false}},
+		{name: "all known", states: map[netip.Addr]health.State{a11: health.Unhealthy, a12: health.Healthy, a13: health.Unhealthy}, want: []bool{false, true, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Translate([]*v1alpha1.LoadBalancer{newLB("local", three)}, func(tg health.Target) health.State { return tt.states[tg.Addr] })
+			var got []bool
+			for _, b := range p.State.Services[0].Backends {
+				got = append(got, b.Healthy)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("backends healthy (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

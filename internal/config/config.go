@@ -48,6 +48,10 @@ type Pool struct {
 	Ranges     []AddrRange // in file order; none overlaps another range of any pool
 	Namespaces []string    // empty: every namespace may use the pool
 	AutoAssign bool
+	// AllowCrossNamespaceSharing lets Services of different namespaces
+	// share an address of the pool under one sharing key; otherwise a
+	// sharing key joins only Services of one namespace.
+	AllowCrossNamespaceSharing bool
 }
 
 // Routes is the [Routes] section.

@@ -23,6 +23,9 @@ var fuzzSeeds = []string{
 	"[Global \"x\"]\n[Machine]\n[Machine \"\"]\n[Machine.x]\n[Pool \"a\"\nzoen\n",
 	"region = eu\n[Global]\n= x\n\"y\" = z\nkey \x00 = \xff\n",
 	"[Global]\nregion = eu\n[Machine \"a\"]\ninternal-ip = ::ffff:1.2.3.4\nexternal-ip = fe80::1%eth0\nlabel = topology.kubernetes.io/zone=a\n",
+	"[Global]\nregion = eu\n[Pool \"a\"]\naddresses = 0.0.0.0/0\naddresses = ::/0\n",
+	"[Global]\nregion = eu\n[Pool \"a\"]\naddresses = 126.255.255.255-127.0.0.0\naddresses = fe80::/10\naddresses = 192.0.2.0-255.255.255.255\n",
+	"[Global]\nregion = eu\n[Pool \"a\"]\naddresses = 223.255.255.0/24\naddresses = 169.253.255.255/32\naddresses = 255.255.255.253-255.255.255.254\naddresses = fec0::/10\naddresses = ::2-::ffff:ffff\n",
 }
 
 func FuzzParse(f *testing.F) {
@@ -98,6 +101,11 @@ func checkConfig(t *testing.T, cfg *Config) {
 		for _, r := range p.Ranges {
 			if r.Last.Less(r.First) || r.First.Is4() != r.Last.Is4() {
 				t.Errorf("pool %q: bad range %v", p.Name, r)
+			}
+			for _, u := range unusableBlocks {
+				if u.block.overlaps(r) {
+					t.Errorf("pool %q: %v contains %v", p.Name, r, u)
+				}
 			}
 			for _, o := range all {
 				if o.overlaps(r) {

@@ -189,7 +189,10 @@ var keys = []keySpec{
 		section: poolSection, name: "addresses", multi: true, required: true,
 		value: bind(addrRange, addRange),
 		doc: "Addresses the pool hands out. No address may be in two ranges, " +
-			"whether of one pool or of two.",
+			"whether of one pool or of two. A range may not contain an address no Service can be reached on: " +
+			"the unspecified address (`0.0.0.0`, `::`), loopback (`127.0.0.0/8`, `::1`), link-local " +
+			"(`169.254.0.0/16`, `fe80::/10`), multicast (`224.0.0.0/4`, `ff00::/8`), the broadcast address " +
+			"`255.255.255.255`, or IPv4-mapped IPv6 (`::ffff:0:0/96`).",
 	},
 	{
 		section: poolSection, name: "namespace", multi: true,
@@ -201,6 +204,15 @@ var keys = []keySpec{
 		value: assign(boolValue, func(t *target) *bool { return &t.pool.AutoAssign }),
 		doc: "Whether a Service that asks for no particular pool may get an address from this one; " +
 			"the first such pool with a free address is used. If false, a Service must ask for the pool by name.",
+	},
+	{
+		section: poolSection, name: "allow-cross-namespace-sharing", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.pool.AllowCrossNamespaceSharing }),
+		doc: "Whether Services of different namespaces may share an address of this pool when they have the same " +
+			"`groundcloud.io/allow-shared-ip` key. If false, a sharing key joins only Services of one namespace: " +
+			"knowing another namespace's key is not enough to add a port to its address. Turning it off moves nothing: " +
+			"Services that share an address across namespaces already keep it, but no other Service joins them " +
+			"([annotations](annotations.md#groundcloudioallow-shared-ip)).",
 	},
 	{
 		section: routesSection, name: "enabled", dflt: "true",

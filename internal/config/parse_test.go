@@ -83,6 +83,8 @@ func withNamespaces(ns ...string) func(*Pool) {
 
 func manualOnly(p *Pool) { p.AutoAssign = false }
 
+func crossNamespace(p *Pool) { p.AllowCrossNamespaceSharing = true }
+
 func TestParseGood(t *testing.T) {
 	tests := []struct {
 		name string
@@ -111,6 +113,18 @@ addresses = 192.0.2.0/28
 				withMachines(newMachine("web-1")),
 				withPools(newPool("public", withRange("192.0.2.0", "192.0.2.15"))),
 			),
+		},
+		{
+			name: "sharing across namespaces is off unless a pool turns it on",
+			in: "[Global]\nregion = eu\n" +
+				"[Pool \"a\"]\naddresses = 192.0.2.0/28\n" +
+				"[Pool \"b\"]\naddresses = 192.0.2.16/28\nallow-cross-namespace-sharing\n" +
+				"[Pool \"c\"]\naddresses = 192.0.2.32/28\nallow-cross-namespace-sharing = no\n",
+			want: newConfig(withPools(
+				newPool("a", withRange("192.0.2.0", "192.0.2.15")),
+				newPool("b", withRange("192.0.2.16", "192.0.2.31"), crossNamespace),
+				newPool("c", withRange("192.0.2.32", "192.0.2.47")),
+			)),
 		},
 		{
 			name: "section and key names and bool and state words in any case",
@@ -642,6 +656,47 @@ func TestParseBad(t *testing.T) {
 				{12, `"10.0.0.0/33" is not a valid CIDR`},
 				{13, "write IPv4 addresses in IPv4 form"},
 				{14, "must not have a zone"},
+			},
+		},
+		{
+			name: "ranges with addresses no Service can be reached on",
+			in: global + "[Pool \"p\"]\n" +
+				"addresses = 0.0.0.0/32\n" + // 4
+				"addresses = 0.0.0.0-0.0.0.9\n" +
+				"addresses = 127.0.0.1-127.0.0.2\n" +
+				"addresses = 126.255.255.250-128.0.0.5\n" +
+				"addresses = 169.254.10.0/24\n" +
+				"addresses = 224.0.0.0/24\n" +
+				"addresses = 239.255.255.255/32\n" + // 10
+				"addresses = 255.255.255.254/31\n" +
+				"addresses = 192.0.2.0-255.255.255.255\n" +
+				"addresses = ::/120\n" +
+				"addresses = ::1/128\n" +
+				"addresses = ::2-::1:0:0:0\n" + // 15
+				"addresses = fe80::/64\n" +
+				"addresses = febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff-fec0::1\n" +
+				"addresses = ff02::1/128\n" +
+				"addresses = 2001:db8::/120\n" + // 19: usable
+				"addresses = 192.0.2.0/24\n" + // 20: usable; line 12 was refused, so no overlap
+				"[Pool \"q\"]\n" +
+				"addresses = 0.0.0.0/0\n", // 22
+			want: []problem{
+				{4, `[Pool "p"] addresses: 0.0.0.0/32 contains the unspecified address 0.0.0.0, which cannot be a Service's address; write ranges that leave them out`},
+				{5, "0.0.0.0-0.0.0.9 contains the unspecified address 0.0.0.0,"},
+				{6, "127.0.0.1-127.0.0.2 contains loopback addresses (127.0.0.0/8),"},
+				{7, "126.255.255.250-128.0.0.5 contains loopback addresses (127.0.0.0/8),"},
+				{8, "169.254.10.0/24 contains link-local addresses (169.254.0.0/16),"},
+				{9, "224.0.0.0/24 contains multicast addresses (224.0.0.0/4),"},
+				{10, "239.255.255.255/32 contains multicast addresses (224.0.0.0/4),"},
+				{11, "255.255.255.254/31 contains the broadcast address 255.255.255.255,"},
+				{12, "192.0.2.0-255.255.255.255 contains multicast addresses (224.0.0.0/4) and the broadcast address 255.255.255.255,"},
+				{13, "::/120 contains the unspecified address :: and the loopback address ::1,"},
+				{14, "::1/128 contains the loopback address ::1,"},
+				{15, "::2-::1:0:0:0 contains IPv4-mapped addresses (::ffff:0.0.0.0/96),"},
+				{16, "fe80::/64 contains link-local addresses (fe80::/10),"},
+				{17, "contains link-local addresses (fe80::/10),"},
+				{18, "ff02::1/128 contains multicast addresses (ff00::/8),"},
+				{22, "0.0.0.0/0 contains the unspecified address 0.0.0.0, loopback addresses (127.0.0.0/8), link-local addresses (169.254.0.0/16), multicast addresses (224.0.0.0/4) and the broadcast address 255.255.255.255,"},
 			},
 		},
 		{

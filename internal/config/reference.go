@@ -130,6 +130,7 @@ addresses = 192.168.50.100-192.168.50.149
 namespace = intranet
 namespace = tools
 auto-assign = false
+allow-cross-namespace-sharing = true  ; intranet and tools may share an address
 
 [Routes]
 enabled = true

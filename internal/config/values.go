@@ -54,7 +54,7 @@ var (
 	addrRange = valueType[AddrRange]{
 		name:  "address range",
 		doc:   "A CIDR with no host bits set (`192.0.2.0/28`, `2001:db8::/120`) or an inclusive range `first-last` of one family (`192.0.2.10-192.0.2.20`).",
-		parse: ParseAddrRange,
+		parse: parsePoolRange,
 	}
 	namespaceName = valueType[string]{
 		name:  "namespace",

@@ -2,13 +2,13 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/knftables"
 )
 
@@ -57,85 +57,55 @@ type Conntrack interface {
 }
 
 // NetlinkConntrack implements Conntrack over netlink, without the conntrack
-// binary.
-type NetlinkConntrack struct {
-	// Handle selects the network namespace; nil means the one of the calling
-	// thread.
-	Handle *netlink.Handle
-}
+// binary, in the network namespace of the calling thread. The kernel picks
+// the entries to delete (see the package doc): no table is copied into
+// user space.
+type NetlinkConntrack struct{}
 
 var _ Conntrack = NetlinkConntrack{}
 
-// DeleteUDPFlows implements Conntrack with one table dump per family.
-func (c NetlinkConntrack) DeleteUDPFlows(_ context.Context, flows []Flow) error {
-	var v4, v6 []netlink.CustomConntrackFilter
+// DeleteUDPFlows implements Conntrack with one request per flow.
+func (c NetlinkConntrack) DeleteUDPFlows(ctx context.Context, flows []Flow) error {
+	filters := make([]ctFilter, 0, len(flows))
 	for _, f := range flows {
-		if f.VIP.Is4() {
-			v4 = append(v4, udpFlowFilter(f))
-		} else {
-			v6 = append(v6, udpFlowFilter(f))
-		}
+		filters = append(filters, ctFilter{
+			Orig:  ctTuple{Dst: f.VIP, Proto: unix.IPPROTO_UDP, DstPort: f.Port},
+			Reply: ctTuple{Src: f.Backend, Proto: unix.IPPROTO_UDP, SrcPort: f.NodePort},
+		})
 	}
-	return c.deleteMatching(v4, v6)
+	return c.delete(ctx, filters)
 }
 
 // DeleteFlowsTo deletes every entry whose original destination is one of
 // addrs, whatever its protocol.
-func (c NetlinkConntrack) DeleteFlowsTo(_ context.Context, addrs []netip.Addr) error {
-	var v4, v6 []netlink.CustomConntrackFilter
+func (c NetlinkConntrack) DeleteFlowsTo(ctx context.Context, addrs []netip.Addr) error {
+	filters := make([]ctFilter, 0, len(addrs))
 	for _, a := range addrs {
-		if a.Unmap().Is4() {
-			v4 = append(v4, toAddress(a.Unmap()))
-		} else {
-			v6 = append(v6, toAddress(a))
-		}
+		filters = append(filters, ctFilter{Orig: ctTuple{Dst: a.Unmap()}})
 	}
-	return c.deleteMatching(v4, v6)
+	return c.delete(ctx, filters)
 }
 
-// deleteMatching deletes the entries any of v4 (IPv4 table) or v6 (IPv6)
-// match, with one table dump per family that has filters.
-func (c NetlinkConntrack) deleteMatching(v4, v6 []netlink.CustomConntrackFilter) error {
-	if len(v4) == 0 && len(v6) == 0 {
+// delete deletes the entries each filter matches; a failed filter does not
+// stop the others.
+func (NetlinkConntrack) delete(ctx context.Context, filters []ctFilter) error {
+	if len(filters) == 0 {
 		return nil
 	}
-	h := c.Handle
-	if h == nil {
-		var err error
-		if h, err = netlink.NewHandle(unix.NETLINK_NETFILTER); err != nil {
-			return fmt.Errorf("open netlink: %w", err)
-		}
-		defer h.Close()
+	conn, err := dialConntrack()
+	if err != nil {
+		return err
 	}
-	for _, fam := range []struct {
-		family  netlink.InetFamily
-		filters []netlink.CustomConntrackFilter
-	}{{unix.AF_INET, v4}, {unix.AF_INET6, v6}} {
-		if len(fam.filters) == 0 {
-			continue
-		}
-		if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, fam.family, fam.filters...); err != nil {
-			return fmt.Errorf("delete conntrack entries: %w", err)
+	defer conn.close()
+	var errs []error
+	read := 0
+	for _, f := range filters {
+		n, err := conn.delete(f)
+		read += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete conntrack entries of %s: %w", f, err))
 		}
 	}
-	return nil
+	klog.FromContext(ctx).V(4).Info("Deleted conntrack entries", "filters", len(filters), "entriesRead", read, "failed", len(errs))
+	return errors.Join(errs...)
 }
-
-// toAddress matches the entries of flows sent to one address.
-type toAddress netip.Addr
-
-func (t toAddress) MatchConntrackFlow(ct *netlink.ConntrackFlow) bool {
-	a, ok := netip.AddrFromSlice(ct.Forward.DstIP)
-	return ok && a.Unmap() == netip.Addr(t)
-}
-
-// udpFlowFilter matches the conntrack entries of one Flow.
-type udpFlowFilter Flow
-
-func (f udpFlowFilter) MatchConntrackFlow(ct *netlink.ConntrackFlow) bool {
-	return ct.Forward.Protocol == unix.IPPROTO_UDP &&
-		ct.Forward.DstPort == f.Port && sameIP(ct.Forward.DstIP, f.VIP.AsSlice()) &&
-		ct.Reverse.SrcPort == f.NodePort && sameIP(ct.Reverse.SrcIP, f.Backend.AsSlice())
-}
-
-func sameIP(a net.IP, b []byte) bool { return a.Equal(net.IP(b)) }

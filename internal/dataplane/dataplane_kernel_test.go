@@ -97,7 +97,10 @@ func TestKernelDataPlane(t *testing.T) {
 	}
 	sync := func(st State) {
 		t.Helper()
-		if err := lb.Do(func() error { return syncer.Sync(context.Background(), st) }); err != nil {
+		if err := lb.Do(func() error {
+			res, err := syncer.Sync(context.Background(), st)
+			return errors.Join(err, res.CleanupErr)
+		}); err != nil {
 			t.Fatalf("Sync in the lb namespace: %v", err)
 		}
 	}

@@ -135,6 +135,44 @@
 //
 // (nft prints "meta l4proto tcp dnat ... th sport" as "dnat ... tcp sport".)
 //
+// # Conntrack clean-up
+//
+// Two kinds of conntrack entries are deleted: those of UDP flows whose
+// backend left (StaleUDPFlows, after each Sync) and, when this host takes
+// an address over, every entry of that address (the agent, through
+// NetlinkConntrack.DeleteFlowsTo). Neither may cost more as the table
+// grows, nor copy it: the kernel picks the entries, with ctnetlink's
+// CTA_FILTER on fields of their original and reply tuples (ctnetlink.go):
+//
+//   - IPv4 on Linux 6.11 and later: one delete request per flow or address
+//     carrying the filter; the kernel walks its table and deletes what
+//     matches. Nothing comes back to user space.
+//   - IPv4 on older kernels, which refuse that request (EINVAL): a dump
+//     with the same filter, which Linux 5.8 and later apply in the kernel,
+//     so that only the matching entries come back; they are matched again
+//     here (a kernel that ignores the filter sends all) and deleted one by
+//     one.
+//   - IPv6: the same filtered dump, but the kernel filters by protocol and
+//     ports only. Linux compares the IPv6 addresses of a filter the wrong
+//     way round (ctnetlink_filter_match_tuple skips an entry when
+//     !ipv6_addr_cmp, that is when its address equals the filter's; seen
+//     on 6.18: a delete filtered on one IPv6 address deleted the entries of
+//     every other one), so addresses are compared here. A takeover of an
+//     IPv6 address therefore reads the IPv6 entries (not the IPv4 ones).
+//
+// Before, vishvananda/netlink's ConntrackDeleteFilters dumped the whole
+// table and matched in user space: with 50,000 entries one deletion
+// allocated 44.7 MB against 16 kB now (TestKernelConntrackDeleteUDPFlows),
+// and a takeover waited for the dump (docs/benchmarks.md, "Conntrack").
+// Marks or zones would also filter in the kernel (a mark-filtered flush
+// works since long ago), but need our rules to set a mark per flow that
+// names its address and backend, which 32 bits cannot; the tuple filter
+// names exactly the entries to delete.
+//
+// A failed clean-up does not fail the Sync: the tables forward the new
+// State whatever conntrack holds. Sync reports it in Result.CleanupErr
+// and retries those flows on each later Sync.
+//
 // # Known limits
 //
 //   - Packets to a VIP on a port or protocol no service uses are not touched:

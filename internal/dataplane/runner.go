@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -20,43 +22,103 @@ import (
 // changes keep coming, syncing takes at most a third of a core and leaves
 // the rest to the host (and, in a test bed, to the apiserver) instead of
 // running back to back.
+//
+// Stuck says whether the loop does the work it is given (see there).
 type Runner struct {
 	sync        func(ctx context.Context) error
 	minInterval time.Duration
 	maxInterval time.Duration
+	stuckAfter  time.Duration
 	clock       clock.WithTicker
 	requests    chan struct{}
+
+	mu       sync.Mutex
+	running  bool          // Run has started
+	started  time.Time     // of the sync in progress; zero between syncs
+	ended    time.Time     // of the last sync, or when Run started
+	waiting  time.Time     // oldest request no sync has started after; zero if none
+	lastTook time.Duration // duration of the last sync
 }
 
 // restFactor: rest after a sync, in multiples of its duration.
 const restFactor = 2
 
-// NewRunner returns a Runner calling sync; it does not start it.
+// stuckFactor: a sync that takes this many times as long as the one before
+// it (and longer than stuckAfter) is stuck.
+const stuckFactor = 10
+
+// NewRunner returns a Runner calling sync; it does not start it. Its loop
+// counts as stuck (see Stuck) when work it was given is twice maxInterval
+// overdue, as kube-proxy's health check allows twice its sync period (a
+// minute without maxInterval).
 func NewRunner(sync func(ctx context.Context) error, minInterval, maxInterval time.Duration) *Runner {
-	return newRunner(sync, minInterval, maxInterval, clock.RealClock{})
+	stuckAfter := 2 * maxInterval
+	if maxInterval <= 0 {
+		stuckAfter = time.Minute
+	}
+	return newRunner(sync, minInterval, maxInterval, stuckAfter, clock.RealClock{})
 }
 
-func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval time.Duration, c clock.WithTicker) *Runner {
-	return &Runner{sync: sync, minInterval: minInterval, maxInterval: maxInterval, clock: c, requests: make(chan struct{}, 1)}
+func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval, stuckAfter time.Duration, c clock.WithTicker) *Runner {
+	return &Runner{sync: sync, minInterval: minInterval, maxInterval: maxInterval, stuckAfter: stuckAfter, clock: c, requests: make(chan struct{}, 1)}
 }
 
 // Request asks for a sync; it never blocks.
 func (r *Runner) Request() {
+	r.mu.Lock()
+	if r.waiting.IsZero() {
+		r.waiting = r.clock.Now()
+	}
+	r.mu.Unlock()
 	select {
 	case r.requests <- struct{}{}:
 	default:
 	}
 }
 
+// Stuck returns an error when the loop has not done work it was given in
+// time: a sync has run for longer than stuckAfter and stuckFactor times
+// the previous one; or a sync requested more than the rate limit's
+// interval plus stuckAfter ago has not started; or, with a maxInterval, no
+// sync has ended for maxInterval plus stuckAfter. Before Run it returns
+// nil: waiting to start is not being stuck.
+func (r *Runner) Stuck() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running {
+		return nil
+	}
+	now := r.clock.Now()
+	interval := r.intervalAfter(r.lastTook)
+	switch {
+	case !r.started.IsZero() && now.Sub(r.started) > max(r.stuckAfter, stuckFactor*r.lastTook):
+		return fmt.Errorf("a data plane sync has been running for %s", now.Sub(r.started).Round(time.Second))
+	case !r.waiting.IsZero() && now.Sub(r.waiting) > interval+r.stuckAfter:
+		return fmt.Errorf("a data plane sync requested %s ago has not started", now.Sub(r.waiting).Round(time.Second))
+	case r.maxInterval > 0 && r.started.IsZero() && now.Sub(r.ended) > r.maxInterval+interval+r.stuckAfter:
+		return fmt.Errorf("no data plane sync for %s", now.Sub(r.ended).Round(time.Second))
+	}
+	return nil
+}
+
+// intervalAfter is the least time between the starts of a sync that took
+// took and of the next one.
+func (r *Runner) intervalAfter(took time.Duration) time.Duration {
+	return max(r.minInterval, (restFactor+1)*took)
+}
+
 // Run syncs until ctx is done.
 func (r *Runner) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	r.mu.Lock()
+	r.running, r.ended = true, r.clock.Now()
+	r.mu.Unlock()
 	pending, last, interval := true, time.Time{}, r.minInterval
 	for {
 		if pending && (last.IsZero() || r.clock.Since(last) >= interval) {
 			last, pending = r.clock.Now(), false
-			err := r.sync(ctx)
-			interval = max(r.minInterval, (restFactor+1)*r.clock.Since(last))
+			err := r.syncOnce(ctx, last)
+			interval = r.intervalAfter(r.clock.Since(last))
 			if err != nil {
 				logger.Error(err, "Data plane sync failed; retrying", "after", interval)
 				pending = true
@@ -89,4 +151,17 @@ func (r *Runner) Run(ctx context.Context) {
 			timer.Stop()
 		}
 	}
+}
+
+// syncOnce runs one sync that starts at start, and records it for Stuck.
+func (r *Runner) syncOnce(ctx context.Context, start time.Time) error {
+	r.mu.Lock()
+	r.started, r.waiting = start, time.Time{}
+	r.mu.Unlock()
+	err := r.sync(ctx)
+	r.mu.Lock()
+	r.ended = r.clock.Now()
+	r.started, r.lastTook = time.Time{}, r.ended.Sub(start)
+	r.mu.Unlock()
+	return err
 }

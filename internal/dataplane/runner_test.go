@@ -32,7 +32,7 @@ func startRunner(t *testing.T, minInterval, maxInterval time.Duration) (*Runner,
 		default:
 			return nil
 		}
-	}, minInterval, maxInterval, h.clock)
+	}, minInterval, maxInterval, time.Minute, h.clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -127,4 +127,92 @@ func TestRunnerRestsTwiceAsLongAsASyncTook(t *testing.T) {
 	r.Request()
 	h.step(100 * time.Millisecond)
 	h.expectSync(t0.Add(time.Second))
+}
+
+// A loop whose sync never returns is stuck once the sync has run for
+// stuckAfter; a loop that keeps up, or has nothing to do, is not.
+func TestRunnerStuck(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	r := newRunner(func(ctx context.Context) error {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, time.Second, 30*time.Second, time.Minute, clk)
+	if err := r.Stuck(); err != nil {
+		t.Errorf("Stuck before Run: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	<-entered // the first sync hangs
+	clk.Step(59 * time.Second)
+	r.Request()
+	if err := r.Stuck(); err != nil {
+		t.Errorf("Stuck 59 s into a sync: %v", err)
+	}
+	clk.Step(2 * time.Second)
+	if err := r.Stuck(); err == nil {
+		t.Error("Stuck = nil with a sync running for 61 s (stuckAfter 1 minute)")
+	} else {
+		t.Logf("Stuck: %v", err)
+	}
+	release <- struct{}{} // it returns; the request waits for the rest after 61 s of sync
+	waitUntil(t, clk.HasWaiters)
+	if err := r.Stuck(); err != nil {
+		t.Errorf("Stuck after the sync returned: %v", err)
+	}
+	clk.Step(restFactor * 61 * time.Second)
+	<-entered
+	release <- struct{}{}
+
+	// Nothing requested: idle, and syncing every maxInterval.
+	for range 5 {
+		waitUntil(t, clk.HasWaiters)
+		clk.Step(30 * time.Second)
+		<-entered
+		release <- struct{}{}
+		if err := r.Stuck(); err != nil {
+			t.Errorf("Stuck while keeping up: %v", err)
+		}
+	}
+}
+
+// A loop that is not running (its goroutine gone) does not serve requests
+// nor its maxInterval; both make it stuck once Run has started.
+func TestRunnerStuckWithoutLoop(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	r := newRunner(func(context.Context) error { return nil }, time.Second, 30*time.Second, time.Minute, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	waitUntil(t, clk.HasWaiters) // the first sync is done
+	cancel()
+	<-done
+	clk.Step(time.Minute)
+	if err := r.Stuck(); err != nil {
+		t.Errorf("Stuck a minute after the last sync: %v", err)
+	}
+	r.Request()
+	clk.Step(62 * time.Second)
+	if err := r.Stuck(); err == nil {
+		t.Error("Stuck = nil with a request unserved for 61 s")
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

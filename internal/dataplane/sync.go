@@ -61,10 +61,21 @@ func (s *Syncer) ForceFullSync() {
 	s.needFull = true
 }
 
+// Result is what a Sync did beside programming the tables.
+type Result struct {
+	// CleanupErr says that deleting the conntrack entries of stale UDP
+	// flows failed. It is not a failure of the Sync: the tables forward
+	// the State whatever the conntrack table holds. The Syncer keeps the
+	// flows and retries them on each later Sync until that succeeds (or
+	// they are in use again).
+	CleanupErr error
+}
+
 // Sync makes the kernel forward st. Parts of st that Validate rejects are
-// skipped (and logged), never failing the rest. After an error the next Sync
-// is a full one.
-func (s *Syncer) Sync(ctx context.Context, st State) error {
+// skipped (and logged), never failing the rest. It returns an error only
+// when a table could not be programmed; after one the next Sync is a full
+// one.
+func (s *Syncer) Sync(ctx context.Context, st State) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	logger := klog.FromContext(ctx)
@@ -95,12 +106,10 @@ func (s *Syncer) Sync(ctx context.Context, st State) error {
 		s.setApplied(family, want)
 		logger.V(4).Info("Synced nftables", "family", family, "full", full, "operations", ops)
 	}
-	if err := s.flushConntrack(ctx, desired, stale); err != nil {
-		errs = append(errs, err)
-	}
+	res := Result{CleanupErr: s.flushConntrack(ctx, desired, stale)}
 	s.needFull = len(errs) > 0
-	logger.V(2).Info("Synced data plane", "full", full, "elapsed", time.Since(start), "failed", len(errs) > 0)
-	return errors.Join(errs...)
+	logger.V(2).Info("Synced data plane", "full", full, "elapsed", time.Since(start), "failed", len(errs) > 0, "cleanupFailed", res.CleanupErr != nil)
+	return res, errors.Join(errs...)
 }
 
 // syncFamily runs one transaction and returns its number of operations.

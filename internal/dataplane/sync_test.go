@@ -14,8 +14,12 @@ import (
 
 func mustSync(t *testing.T, s *Syncer, st State) {
 	t.Helper()
-	if err := s.Sync(context.Background(), st); err != nil {
+	res, err := s.Sync(context.Background(), st)
+	if err != nil {
 		t.Fatalf("Sync: %v", err)
+	}
+	if res.CleanupErr != nil {
+		t.Fatalf("Sync: conntrack clean-up: %v", res.CleanupErr)
 	}
 }
 
@@ -109,7 +113,7 @@ func TestSyncAfterErrorIsFull(t *testing.T) {
 	mustSync(t, s, realisticState())
 
 	failing.fail = true
-	if err := s.Sync(context.Background(), withHealth(realisticState(), "node-b", false)); err == nil {
+	if _, err := s.Sync(context.Background(), withHealth(realisticState(), "node-b", false)); err == nil {
 		t.Fatal("Sync succeeded despite the failing transaction")
 	}
 	failing.fail = false
@@ -252,19 +256,32 @@ func checkNoElementOverwrite(t *testing.T, step, dump, tx string) {
 	}
 }
 
+// A failed conntrack clean-up is reported, fails nothing (the tables carry
+// the new state, no full sync is forced) and is retried.
 func TestConntrackDeletionIsRetried(t *testing.T) {
-	s, _, _, ct := newFakeSyncer()
+	s, v4, v6, ct := newFakeSyncer()
 	mustSync(t, s, realisticState())
+	down := withHealth(realisticState(), "node-b", false)
 	ct.err = errors.New("injected failure")
-	if err := s.Sync(context.Background(), withHealth(realisticState(), "node-b", false)); err == nil {
-		t.Fatal("Sync hid the conntrack failure")
+	res, err := s.Sync(context.Background(), down)
+	if err != nil {
+		t.Fatalf("Sync failed because the conntrack clean-up did: %v", err)
+	}
+	if !errors.Is(res.CleanupErr, ct.err) {
+		t.Fatalf("Result.CleanupErr = %v, want the injected failure", res.CleanupErr)
+	}
+	if got, want := v4.Dump()+v6.Dump(), freshDump(t, down); got != want {
+		t.Errorf("the tables do not carry the new state after a failed clean-up:\n%s", cmp.Diff(want, got))
 	}
 	ct.err = nil
-	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	mustSync(t, s, down)
+	if tx := v4.LastTransaction.String(); strings.HasPrefix(tx, "add table") {
+		t.Errorf("a failed conntrack clean-up forced a full sync:\n%.300s", tx)
+	}
 	if len(ct.deleted) != 2 || !slices.Equal(ct.deleted[0], ct.deleted[1]) {
 		t.Errorf("failed deletion not retried: %v", ct.deleted)
 	}
-	mustSync(t, s, withHealth(realisticState(), "node-b", false))
+	mustSync(t, s, down)
 	if len(ct.deleted) != 2 {
 		t.Errorf("deletion repeated after success: %v", ct.deleted)
 	}
@@ -275,7 +292,7 @@ func TestConntrackRetryDropsFlowsInUseAgain(t *testing.T) {
 	s, _, _, ct := newFakeSyncer()
 	mustSync(t, s, realisticState())
 	ct.err = errors.New("injected failure")
-	_ = s.Sync(context.Background(), withHealth(realisticState(), "node-b", false))
+	_, _ = s.Sync(context.Background(), withHealth(realisticState(), "node-b", false))
 	ct.err = nil
 	mustSync(t, s, realisticState())
 	if len(ct.deleted) != 1 {

@@ -24,9 +24,12 @@ type Checker struct {
 	clock    clock.Clock
 	jitter   func(max time.Duration) time.Duration
 
-	mu        sync.RWMutex
-	targets   map[Target]*entry
-	unhealthy int
+	mu      sync.RWMutex
+	targets map[Target]*entry
+	counts  map[State]int
+	// probed is closed, and replaced, whenever a target gets its first
+	// result (WaitProbed).
+	probed chan struct{}
 	// waitingUntil is when the scheduler wakes by itself; zero while it
 	// waits for a signal only.
 	waitingUntil time.Time
@@ -64,15 +67,18 @@ func newChecker(opts Options, onChange func(), prober Prober, clk clock.Clock, j
 		clock:    clk,
 		jitter:   jitter,
 		targets:  map[Target]*entry{},
+		counts:   map[State]int{},
+		probed:   make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		changed:  make(chan struct{}, 1),
 	}
 }
 
 // SetTargets makes ts the set of probed targets; duplicates count once. A new
-// target starts healthy and gets its first probe within one interval
-// (jittered). A removed target stops being probed and its state is
-// forgotten, without a call to onChange. Before Run, it only records.
+// target starts Unknown and is probed at once (as soon as a worker is
+// free); its first result decides its state. A removed target stops being
+// probed and its state is forgotten, without a call to onChange. Before
+// Run, it only records.
 func (c *Checker) SetTargets(ts []Target) {
 	want := make(map[Target]struct{}, len(ts))
 	for _, t := range ts {
@@ -82,32 +88,60 @@ func (c *Checker) SetTargets(ts []Target) {
 	c.mu.Lock()
 	for t := range want {
 		if _, ok := c.targets[t]; !ok {
-			c.targets[t] = &entry{status: newStatus(c.opts.FailureThreshold, c.opts.SuccessThreshold)}
+			e := &entry{status: newStatus(c.opts.FailureThreshold, c.opts.SuccessThreshold)}
+			c.targets[t] = e
+			c.counts[e.status.State()]++
 			added = true
 		}
 	}
 	for t, e := range c.targets {
 		if _, ok := want[t]; !ok {
 			delete(c.targets, t)
-			if !e.status.Healthy() {
-				c.unhealthy--
-			}
+			c.counts[e.status.State()]--
 		}
 	}
-	recordTargets(len(c.targets), c.unhealthy)
+	recordTargets(c.counts)
 	c.mu.Unlock()
 	if added {
 		signal(c.wake)
 	}
 }
 
-// Healthy reports whether t may receive new flows. Targets the Checker does
-// not know (not yet given to SetTargets) are healthy.
-func (c *Checker) Healthy(t Target) bool {
+// State reports what the Checker knows of t: Unknown until its first probe
+// (and for targets not given to SetTargets).
+func (c *Checker) State(t Target) State {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	e, ok := c.targets[t]
-	return !ok || e.status.Healthy()
+	if e, ok := c.targets[t]; ok {
+		return e.status.State()
+	}
+	return Unknown
+}
+
+// WaitProbed waits until no target is Unknown, for at most one interval,
+// and reports whether none is. The first probes of new targets run at once
+// and in parallel, each bounded by the timeout, so they are all back well
+// within the interval unless more of them time out than there are workers
+// (Concurrency × Interval/Timeout of them); those stay Unknown. It needs
+// Run.
+func (c *Checker) WaitProbed(ctx context.Context) bool {
+	timer := c.clock.NewTimer(c.opts.Interval)
+	defer timer.Stop()
+	for {
+		c.mu.RLock()
+		unknown, probed := c.counts[Unknown], c.probed
+		c.mu.RUnlock()
+		if unknown == 0 {
+			return true
+		}
+		select {
+		case <-probed:
+		case <-timer.C():
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Run probes the targets until ctx ends: each once per interval, at most
@@ -156,16 +190,21 @@ func (c *Checker) due() ([]job, time.Duration) {
 		if e.inFlight {
 			continue
 		}
-		if e.next.IsZero() {
-			e.next = now.Add(c.jitter(c.opts.Interval))
-		}
-		if d := e.next.Sub(now); d > 0 {
+		if d := e.next.Sub(now); !e.next.IsZero() && d > 0 {
 			if wait < 0 || d < wait {
 				wait = d
 			}
 			continue
 		}
-		e.inFlight, e.next = true, now.Add(c.opts.Interval)
+		e.inFlight = true
+		if e.next.IsZero() {
+			// The first probe runs at once; the second comes a jittered
+			// interval later (one on average), so that targets added
+			// together are not probed in step ever after.
+			e.next = now.Add(c.opts.Interval/2 + c.jitter(c.opts.Interval))
+		} else {
+			e.next = now.Add(c.opts.Interval)
+		}
 		jobs = append(jobs, job{target: t, entry: e})
 	}
 	c.waitingUntil = time.Time{}
@@ -229,15 +268,17 @@ func (c *Checker) record(ctx context.Context, j job, err error) {
 	}
 	e := j.entry
 	e.inFlight = false
+	old := e.status.State()
 	changed := e.status.Observe(err == nil)
-	healthy := e.status.Healthy()
+	state := e.status.State()
 	if changed {
-		if healthy {
-			c.unhealthy--
-		} else {
-			c.unhealthy++
-		}
-		recordTargets(len(c.targets), c.unhealthy)
+		c.counts[old]--
+		c.counts[state]++
+		recordTargets(c.counts)
+	}
+	if old == Unknown {
+		close(c.probed)
+		c.probed = make(chan struct{})
 	}
 	// The scheduler skipped this target while it was in flight; wake it
 	// unless it wakes by itself in time.
@@ -249,14 +290,17 @@ func (c *Checker) record(ctx context.Context, j job, err error) {
 	}
 	logger := klog.FromContext(ctx)
 	switch {
-	case changed && healthy:
+	case old == Unknown:
+		logger.V(2).Info("Health check target probed", "target", j.target.String(), "state", state.String(), "err", err)
+		signal(c.changed)
+	case changed && state == Healthy:
 		logger.Info("Health check target is healthy again", "target", j.target.String())
 		signal(c.changed)
 	case changed:
 		logger.Info("Health check target is unhealthy", "target", j.target.String(), "err", err)
 		signal(c.changed)
 	case err != nil:
-		logger.V(4).Info("Health check failed", "target", j.target.String(), "healthy", healthy, "err", err)
+		logger.V(4).Info("Health check failed", "target", j.target.String(), "state", state.String(), "err", err)
 	}
 }
 

@@ -130,15 +130,16 @@ func TestCheckerFollowsThresholds(t *testing.T) {
 	interval := env.checker.opts.Interval
 
 	steps := []struct {
-		result      error
-		wantHealthy bool
-		wantChange  bool
+		result     error
+		want       State
+		wantChange bool
 	}{
-		{result: errProbe, wantHealthy: true},
-		{result: errProbe, wantHealthy: false, wantChange: true},
-		{result: errProbe, wantHealthy: false},
-		{result: nil, wantHealthy: true, wantChange: true},
-		{result: nil, wantHealthy: true},
+		{result: nil, want: Healthy, wantChange: true}, // the first result decides
+		{result: errProbe, want: Healthy},
+		{result: errProbe, want: Unhealthy, wantChange: true},
+		{result: errProbe, want: Unhealthy},
+		{result: nil, want: Healthy, wantChange: true},
+		{result: nil, want: Healthy},
 	}
 	for i, s := range steps {
 		if i > 0 {
@@ -152,7 +153,7 @@ func TestCheckerFollowsThresholds(t *testing.T) {
 		if s.wantChange {
 			env.expectChange()
 		}
-		waitFor(t, func() bool { return env.checker.Healthy(node) == s.wantHealthy })
+		waitFor(t, func() bool { return env.checker.State(node) == s.want })
 	}
 	if len(env.changes) != 0 {
 		t.Errorf("%d extra onChange calls", len(env.changes))
@@ -187,12 +188,20 @@ func TestCheckerProbesEachTargetOnce(t *testing.T) {
 	env.expectNoProbe()
 }
 
-func TestCheckerJittersFirstProbe(t *testing.T) {
+// A new target is probed at once, its second probe comes after half an
+// interval and the jitter, and the others one interval apart.
+func TestCheckerProbesNewTargetsAtOnceThenJitters(t *testing.T) {
 	const jitter = 700 * time.Millisecond
 	env := newCheckerEnv(t, Options{}, jitter)
 	env.checker.SetTargets([]Target{target("192.0.2.10", 10256)})
 	env.run()
-	env.step(jitter - time.Millisecond)
+	env.expectProbe().reply <- nil
+	second := env.checker.opts.Interval/2 + jitter
+	env.step(second - time.Millisecond)
+	env.expectNoProbe()
+	env.step(time.Millisecond)
+	env.expectProbe().reply <- nil
+	env.step(env.checker.opts.Interval - time.Millisecond)
 	env.expectNoProbe()
 	env.step(time.Millisecond)
 	env.expectProbe().reply <- nil
@@ -224,16 +233,81 @@ func TestCheckerBoundsConcurrency(t *testing.T) {
 	env.expectNoProbe()
 }
 
-func TestCheckerUnknownAndNewTargetsAreHealthy(t *testing.T) {
+// A target is Unknown until its first probe, whose result decides at once:
+// a node that fails it gets no new flows, without waiting for
+// FailureThreshold failures.
+func TestCheckerNewTargetsAreUnknownUntilTheFirstProbe(t *testing.T) {
+	env := newCheckerEnv(t, Options{FailureThreshold: 2}, 0)
+	up, down := target("192.0.2.10", 10256), target("192.0.2.11", 10256)
+	if got := env.checker.State(up); got != Unknown {
+		t.Errorf("a target never given: %v, want unknown", got)
+	}
+	env.checker.SetTargets([]Target{up, down})
+	for _, tg := range []Target{up, down} {
+		if got := env.checker.State(tg); got != Unknown {
+			t.Errorf("%s before its first probe: %v, want unknown", tg, got)
+		}
+	}
+	env.run()
+	for range 2 {
+		c := env.expectProbe() // at once: no clock step
+		if c.target == down {
+			c.reply <- errProbe
+		} else {
+			c.reply <- nil
+		}
+	}
+	waitFor(t, func() bool { return env.checker.State(up) == Healthy && env.checker.State(down) == Unhealthy })
+	env.expectChange()
+}
+
+func TestCheckerWaitProbed(t *testing.T) {
 	env := newCheckerEnv(t, Options{}, 0)
-	node := target("192.0.2.10", 10256)
-	if !env.checker.Healthy(node) {
-		t.Error("unknown target is unhealthy, want healthy")
+	a, b := target("192.0.2.10", 10256), target("192.0.2.11", 10256)
+	env.checker.SetTargets([]Target{a, b})
+	env.run()
+	waited := make(chan bool)
+	go func() { waited <- env.checker.WaitProbed(t.Context()) }()
+	first := env.expectProbe()
+	second := env.expectProbe()
+	first.reply <- nil
+	select {
+	case ok := <-waited:
+		t.Fatalf("WaitProbed returned %v with a first probe in flight", ok)
+	case <-time.After(50 * time.Millisecond):
 	}
-	env.checker.SetTargets([]Target{node})
-	if !env.checker.Healthy(node) {
-		t.Error("new target is unhealthy before its first probe, want healthy")
+	second.reply <- errProbe
+	select {
+	case ok := <-waited:
+		if !ok {
+			t.Error("WaitProbed = false after every first probe came back")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitProbed still waiting after every first probe came back")
 	}
+	if !env.checker.WaitProbed(t.Context()) {
+		t.Error("WaitProbed = false with every target probed")
+	}
+
+	// A probe that does not come back holds WaitProbed one interval at most.
+	c := target("192.0.2.12", 10256)
+	env.checker.SetTargets([]Target{a, b, c})
+	go func() { waited <- env.checker.WaitProbed(t.Context()) }()
+	hung := env.expectProbe()
+	if hung.target != c {
+		t.Fatalf("probed %s, want the new %s", hung.target, c)
+	}
+	time.Sleep(50 * time.Millisecond) // WaitProbed sets its timer
+	env.clock.Step(env.checker.opts.Interval)
+	select {
+	case ok := <-waited:
+		if ok {
+			t.Error("WaitProbed = true with a target unknown")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitProbed still waiting one interval later")
+	}
+	hung.reply <- nil
 }
 
 func TestCheckerForgetsRemovedTargets(t *testing.T) {
@@ -244,12 +318,12 @@ func TestCheckerForgetsRemovedTargets(t *testing.T) {
 	env.expectProbe().reply <- errProbe
 	env.expectChange()
 	env.checker.SetTargets(nil)
-	if !env.checker.Healthy(node) {
-		t.Error("removed target still unhealthy")
+	if got := env.checker.State(node); got != Unknown {
+		t.Errorf("removed target: %v, want unknown", got)
 	}
 	env.checker.SetTargets([]Target{node})
-	if !env.checker.Healthy(node) {
-		t.Error("re-added target is unhealthy, want a fresh (healthy) start")
+	if got := env.checker.State(node); got != Unknown {
+		t.Errorf("re-added target: %v, want a fresh (unknown) start", got)
 	}
 }
 

@@ -12,9 +12,14 @@
 // metrics. A target is healthy on HTTP 200 only; anything else - another status,
 // a redirect, a refused connection, a timeout - is a failure.
 //
-// New targets start healthy (optimistic): a new LoadBalancer carries traffic at
-// once, and a dead node is taken out after FailureThreshold failed probes. A
-// target the Checker does not know is reported healthy for the same reason.
+// New targets start Unknown and are probed at once, in parallel (up to
+// Concurrency, each bounded by Timeout); the first result decides, and only
+// later results go through the thresholds. The caller decides what Unknown
+// means for traffic; the agent waits for the first probes (WaitProbed, one
+// interval at most) before it programs a new target, so that a new Service,
+// a Service switched to externalTrafficPolicy Local and a restarted agent
+// never send new flows to a node before a probe said it may have them. A
+// target the Checker does not know is Unknown too.
 //
 // It must not: decide what to do when every backend is down (the data plane
 // does), probe anything but the targets it is given, keep connections to a node

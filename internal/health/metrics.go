@@ -19,7 +19,7 @@ var (
 		Namespace:      "groundcloud",
 		Subsystem:      "health",
 		Name:           "targets",
-		Help:           "Health check targets by state (healthy, unhealthy).",
+		Help:           "Health check targets by state (unknown: not probed yet, healthy, unhealthy).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"state"})
 	registerOnce sync.Once
@@ -30,7 +30,8 @@ func RegisterMetrics() {
 	registerOnce.Do(func() { legacyregistry.MustRegister(probes, targets) })
 }
 
-func recordTargets(total, unhealthy int) {
-	targets.WithLabelValues("healthy").Set(float64(total - unhealthy))
-	targets.WithLabelValues("unhealthy").Set(float64(unhealthy))
+func recordTargets(counts map[State]int) {
+	for _, s := range []State{Unknown, Healthy, Unhealthy} {
+		targets.WithLabelValues(s.String()).Set(float64(counts[s]))
+	}
 }

@@ -25,12 +25,14 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	env.expectChange()
+	waitFor(t, func() bool { return env.checker.State(a) == Unhealthy && env.checker.State(b) == Healthy })
 
 	want := `
-# HELP groundcloud_health_targets [ALPHA] Health check targets by state (healthy, unhealthy).
+# HELP groundcloud_health_targets [ALPHA] Health check targets by state (unknown: not probed yet, healthy, unhealthy).
 # TYPE groundcloud_health_targets gauge
 groundcloud_health_targets{state="healthy"} 1
 groundcloud_health_targets{state="unhealthy"} 1
+groundcloud_health_targets{state="unknown"} 0
 `
 	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want), "groundcloud_health_targets"); err != nil {
 		t.Error(err)

@@ -32,15 +32,6 @@ type PoolUsage struct {
 	Used   uint64 // of those, held by any Service (orphans included)
 }
 
-// Orphan is an allocation the current pools would no longer grant. It is
-// kept, and its addresses stay taken, until its Service is released or
-// asks for something it does not satisfy.
-type Orphan struct {
-	Key        types.NamespacedName
-	Allocation Allocation
-	Reason     string
-}
-
 // Allocator assigns addresses of pools to Services. It is not safe for
 // concurrent use: the caller holds it behind a mutex. It does no I/O; the
 // caller persists what Assign returns and rebuilds a new Allocator with
@@ -141,15 +132,18 @@ func (a *Allocator) Release(key types.NamespacedName) {
 // a pool (they become orphans), but a record that collides with another
 // Service's — an address held without a matching sharing key, or a port
 // used twice — is refused with an error and nothing is recorded, so that
-// no address ever has two owners. Restoring a Service again replaces its
-// record.
+// no address ever has two owners. Services of different namespaces that
+// share an address under one key are restored even where the pool does not
+// allow sharing across namespaces: they shared it before that rule (or
+// before the pool's setting changed), and each keeps its address; no other
+// Service joins them. Restoring a Service again replaces its record.
 func (a *Allocator) Restore(key types.NamespacedName, alloc Allocation, sharingKey string, ports []Port) error {
 	if err := checkRecord(key, alloc); err != nil {
 		return fmt.Errorf("service %s: cannot restore: %w", key, err)
 	}
 	rec := &record{alloc: alloc.clone(), sharingKey: sharingKey, ports: normalizePorts(ports)}
 	for _, addr := range rec.alloc.Addresses {
-		if err := a.conflict(addr, key, rec.sharingKey, rec.ports); err != nil {
+		if err := a.collision(addr, key, rec.sharingKey, rec.ports); err != nil {
 			return fmt.Errorf("service %s: cannot restore: %w", key, err)
 		}
 	}
@@ -201,39 +195,44 @@ func (a *Allocator) Usage() []PoolUsage {
 	return out
 }
 
-// Orphans lists the allocations, sorted by Service, that the current pools
-// would no longer grant: their pool is gone, no longer allows their
-// namespace, or no longer contains one of their addresses.
-func (a *Allocator) Orphans() []Orphan {
-	var out []Orphan
-	for key, rec := range a.records {
-		if reason := a.orphanReason(key, rec); reason != "" {
-			out = append(out, Orphan{Key: key, Allocation: rec.alloc.clone(), Reason: reason})
-		}
-	}
-	slices.SortFunc(out, func(x, y Orphan) int { return compareKeys(x.Key, y.Key) })
-	return out
-}
-
-func (a *Allocator) orphanReason(key types.NamespacedName, rec *record) string {
-	p := a.byName[rec.alloc.Pool]
-	switch {
-	case p == nil:
-		return fmt.Sprintf("pool %q is not configured", rec.alloc.Pool)
-	case !p.AllowsNamespace(key.Namespace):
-		return fmt.Sprintf("pool %q does not allow namespace %q", p.Name, key.Namespace)
-	}
-	for _, addr := range rec.alloc.Addresses {
-		if !p.contains(addr) {
-			return fmt.Sprintf("%s is not in pool %q", addr, p.Name)
-		}
-	}
-	return ""
-}
-
 // conflict reports why key may not hold addr with sharingKey and ports,
-// given the other Services holding it.
+// given the other Services holding it: as collision, and besides a Service
+// joins only Services of its own namespace unless the address's pool
+// allows sharing across namespaces. A Service that holds addr already keeps
+// it, whoever shares it: records restored from before sharing keys were
+// scoped to a namespace must keep their addresses.
 func (a *Allocator) conflict(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
+	if err := a.foreignOwners(addr, key, sharingKey); err != nil {
+		return err
+	}
+	return a.collision(addr, key, sharingKey, ports)
+}
+
+// foreignOwners refuses addr to key when Services of another namespace
+// hold it and its pool does not allow sharing across namespaces. The
+// message names neither those Services nor their sharing key.
+func (a *Allocator) foreignOwners(addr netip.Addr, key types.NamespacedName, sharingKey string) error {
+	h := a.held[addr]
+	if h == nil || slices.Contains(h.owners, key) ||
+		!slices.ContainsFunc(h.owners, func(o types.NamespacedName) bool { return o.Namespace != key.Namespace }) {
+		return nil
+	}
+	p := a.poolContaining(addr)
+	if p != nil && p.AllowCrossNamespaceSharing {
+		return nil
+	}
+	hint := ""
+	if sharingKey != "" && h.sharingKey != "" && p != nil {
+		hint = fmt.Sprintf(" (sharing keys are scoped to their namespace; pool %q does not set allow-cross-namespace-sharing)", p.Name)
+	}
+	return fmt.Errorf("%w: %s is held by a Service of another namespace%s; choose another address",
+		ErrAddressInUse, addr, hint)
+}
+
+// collision reports why key may not hold addr with sharingKey and ports
+// beside the other Services holding it: an address is held by one Service,
+// or by several with one sharing key and no port in common.
+func (a *Allocator) collision(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
 	h := a.held[addr]
 	if h == nil || (len(h.owners) == 1 && h.owners[0] == key) {
 		return nil

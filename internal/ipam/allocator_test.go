@@ -273,9 +273,9 @@ func TestSetPoolsKeepsOrphans(t *testing.T) {
 		newPool("t", ranges("10.0.6.0/30"), manual(), namespaces("team")),
 	})
 	wantOrphans := []Orphan{
-		{Key: key("old"), Allocation: alloc("gone", "10.0.5.0"), Reason: `pool "gone" is not configured`},
-		{Key: key("team"), Allocation: alloc("t", "10.0.6.0"), Reason: `pool "t" does not allow namespace "default"`},
-		{Key: key("web"), Allocation: alloc("a", "10.0.0.0"), Reason: `10.0.0.0 is not in pool "a"`},
+		{Key: key("old"), Allocation: alloc("gone", "10.0.5.0"), Cause: OrphanPoolNotConfigured, Reason: `pool "gone" is not configured`},
+		{Key: key("team"), Allocation: alloc("t", "10.0.6.0"), Cause: OrphanNamespaceNotAllowed, Reason: `pool "t" does not allow namespace "default"`},
+		{Key: key("web"), Allocation: alloc("a", "10.0.0.0"), Cause: OrphanAddressNotInPool, Reason: `10.0.0.0 is not in pool "a"`},
 	}
 	if diff := cmp.Diff(wantOrphans, a.Orphans(), addrCmp); diff != "" {
 		t.Errorf("orphans (-want +got):\n%s", diff)
@@ -367,7 +367,7 @@ func TestSetPoolsAdoption(t *testing.T) {
 	if got := mustAssign(t, a, newService("named", withPool("public"))); !cmp.Equal(got, alloc("public", "10.0.0.1"), addrCmp) {
 		t.Errorf("named = %v", got)
 	}
-	want := []Orphan{{Key: key("named"), Allocation: alloc("public", "10.0.0.1"), Reason: `pool "public" is not configured`}}
+	want := []Orphan{{Key: key("named"), Allocation: alloc("public", "10.0.0.1"), Cause: OrphanPoolNotConfigured, Reason: `pool "public" is not configured`}}
 	if diff := cmp.Diff(want, a.Orphans(), addrCmp); diff != "" {
 		t.Errorf("orphans (-want +got):\n%s", diff)
 	}
@@ -458,5 +458,56 @@ func TestNewToleratesBrokenPools(t *testing.T) {
 	})
 	if got := mustAssign(t, a, newService("web")); !cmp.Equal(got, alloc("a", "10.0.0.0"), addrCmp) {
 		t.Errorf("web = %v", got)
+	}
+}
+
+// TestCrossNamespaceSharersKeepTheirAddress: Services of two namespaces
+// that share an address under one key — restored from records written
+// before keys were scoped to a namespace, or assigned while the pool
+// allowed it — keep it in a pool that does not allow it; no other Service
+// of another namespace joins them, and nothing is handed out twice.
+func TestCrossNamespaceSharersKeepTheirAddress(t *testing.T) {
+	scoped := []*config.Pool{newPool("a", ranges("10.0.0.0/30"))}
+	open := []*config.Pool{newPool("a", ranges("10.0.0.0/30"), crossNamespace())}
+	x := newService("x", inNamespace("n1"), withSharing("k"), withPorts("TCP/53"))
+	y := newService("y", inNamespace("n2"), withSharing("k"), withPorts("UDP/53"))
+	shared := alloc("a", "10.0.0.2")
+
+	restored := New(scoped)
+	for _, svc := range []*v1.Service{x, y} {
+		req := mustRequest(t, svc)
+		if err := restored.Restore(req.Key, shared, req.SharingKey, req.Ports); err != nil {
+			t.Fatalf("Restore(%s): %v", req.Key, err)
+		}
+	}
+	reloaded := New(open)
+	mustAssign(t, reloaded, newService("x", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/53")))
+	mustAssign(t, reloaded, newService("y", inNamespace("n2"), withIPs("10.0.0.2"), withSharing("k"), withPorts("UDP/53")))
+	reloaded.SetPools(scoped)
+
+	for name, a := range map[string]*Allocator{"restored": restored, "pool setting turned off": reloaded} {
+		t.Run(name, func(t *testing.T) {
+			// Assigned again, as at every start: each keeps the address.
+			for _, svc := range []*v1.Service{x, y} {
+				if got := mustAssign(t, a, svc); !cmp.Equal(got, shared, addrCmp) {
+					t.Errorf("%s = %v, want it kept: %v", svc.Name, got, shared)
+				}
+			}
+			if o := a.Orphans(); len(o) != 0 {
+				t.Errorf("orphans = %v, want none", o)
+			}
+			// Another namespace's Service with the key joins neither
+			// automatically nor on request.
+			if got := mustAssign(t, a, newService("z", inNamespace("n3"), withSharing("k"), withPorts("TCP/80"))); !cmp.Equal(got, alloc("a", "10.0.0.0"), addrCmp) {
+				t.Errorf("z = %v, want a free address", got)
+			}
+			_, err := a.Assign(mustRequest(t, newService("w", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/81"))))
+			checkErr(t, err, ErrAddressInUse, "held by a Service of another namespace")
+			// Once the other namespace has left, n1 shares as before.
+			a.Release(key("n2/y"))
+			if got := mustAssign(t, a, newService("w", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/81"))); !cmp.Equal(got, shared, addrCmp) {
+				t.Errorf("w = %v, want %v", got, shared)
+			}
+		})
 	}
 }

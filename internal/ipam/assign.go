@@ -38,7 +38,7 @@ func (a *Allocator) Assign(req Request) (Allocation, error) {
 // one (a renamed pool, say); else it is kept as it is rather than moved.
 func (a *Allocator) plan(req *Request, cur *record) (Allocation, error) {
 	alloc, err := a.planInPools(req, cur)
-	if cur != nil && (err != nil || moves(cur, alloc, req)) && a.orphanReason(req.Key, cur) != "" {
+	if cur != nil && (err != nil || moves(cur, alloc, req)) && a.isOrphan(req.Key, cur) {
 		if kept, ok := a.keepOrphan(req, cur); ok {
 			return kept, nil
 		}

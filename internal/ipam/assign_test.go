@@ -23,6 +23,7 @@ func TestAssign(t *testing.T) {
 		want    Allocation
 		wantErr error
 		wantMsg []string // substrings of the error
+		notMsg  []string // not in the error: what another namespace must not learn
 	}{
 		// Pool choice.
 		{
@@ -207,14 +208,49 @@ func TestAssign(t *testing.T) {
 			want:   alloc("dual", "10.0.0.0"),
 		},
 		{
-			name:  "requested address shared across namespaces",
+			name:    "requested address of another namespace's sharing key",
+			pools:   []*config.Pool{dual},
+			before:  []*v1.Service{newService("x", inNamespace("n1"), withSharing("k"), withPorts("TCP/53"))},
+			svc:     newService("web", withIPs("10.0.0.0"), withSharing("k"), withPorts("UDP/53")),
+			wantErr: ErrAddressInUse,
+			wantMsg: []string{`service default/web: address in use: 10.0.0.0 is held by a Service of another namespace (sharing keys are scoped to their namespace; pool "dual" does not set allow-cross-namespace-sharing); choose another address`},
+			notMsg:  []string{"n1", `"k"`},
+		},
+		{
+			name:    "requested address of another namespace held under another key names no key",
+			pools:   []*config.Pool{dual},
+			before:  []*v1.Service{newService("x", inNamespace("n1"), withSharing("secret"), withPorts("TCP/53"))},
+			svc:     newService("web", withIPs("10.0.0.0"), withSharing("k"), withPorts("UDP/53")),
+			wantErr: ErrAddressInUse,
+			notMsg:  []string{"n1", "secret"},
+		},
+		{
+			name:  "requested address shared with the same namespace in a pool that does not allow other namespaces",
 			pools: []*config.Pool{dual},
+			before: []*v1.Service{
+				newService("x", inNamespace("n1"), withSharing("k"), withPorts("TCP/53")),
+				newService("y", inNamespace("n1"), withIPs("10.0.0.0"), withSharing("k"), withPorts("TCP/54")),
+			},
+			svc:  newService("web", inNamespace("n1"), withIPs("10.0.0.0"), withSharing("k"), withPorts("UDP/53")),
+			want: alloc("dual", "10.0.0.0"),
+		},
+		{
+			name:  "requested address shared across namespaces when the pool allows it",
+			pools: []*config.Pool{newPool("open", ranges("10.0.0.0/30"), crossNamespace())},
 			before: []*v1.Service{
 				newService("x", inNamespace("n1"), withSharing("k"), withPorts("TCP/53")),
 				newService("y", inNamespace("n2"), withIPs("10.0.0.0"), withSharing("k"), withPorts("TCP/54")),
 			},
 			svc:  newService("web", withIPs("10.0.0.0"), withSharing("k"), withPorts("UDP/53")),
-			want: alloc("dual", "10.0.0.0"),
+			want: alloc("open", "10.0.0.0"),
+		},
+		{
+			name:    "across namespaces when the pool allows it, still only with the same key",
+			pools:   []*config.Pool{newPool("open", ranges("10.0.0.0/30"), crossNamespace())},
+			before:  []*v1.Service{newService("x", inNamespace("n1"), withSharing("k1"), withPorts("TCP/53"))},
+			svc:     newService("web", withIPs("10.0.0.0"), withSharing("k2"), withPorts("UDP/53")),
+			wantErr: ErrAddressInUse,
+			wantMsg: []string{`10.0.0.0 is held by n1/x with sharing key "k1"`},
 		},
 
 		// Families.
@@ -387,6 +423,29 @@ func TestAssign(t *testing.T) {
 			want: alloc("b", "10.0.1.1"),
 		},
 		{
+			name:   "with a sharing key, not an address another namespace's key holds",
+			pools:  []*config.Pool{newPool("a", ranges("10.0.0.0/30"))},
+			before: []*v1.Service{newService("x", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/53"))},
+			svc:    newService("web", withSharing("k"), withPorts("UDP/53")),
+			want:   alloc("a", "10.0.0.0"),
+		},
+		{
+			name:   "with a sharing key, an address another namespace's key holds when the pool allows it",
+			pools:  []*config.Pool{newPool("a", ranges("10.0.0.0/30"), crossNamespace())},
+			before: []*v1.Service{newService("x", inNamespace("n1"), withIPs("10.0.0.2"), withSharing("k"), withPorts("TCP/53"))},
+			svc:    newService("web", withSharing("k"), withPorts("UDP/53")),
+			want:   alloc("a", "10.0.0.2"),
+		},
+		{
+			name:  "with a sharing key, a pool where only another namespace's key holds an address does not go first",
+			pools: []*config.Pool{newPool("a", ranges("10.0.0.0/30")), newPool("b", ranges("10.0.1.0/30"))},
+			before: []*v1.Service{
+				newService("x", inNamespace("n1"), withIPs("10.0.1.1"), withSharing("k"), withPorts("TCP/53")),
+			},
+			svc:  newService("web", withSharing("k"), withPorts("UDP/53")),
+			want: alloc("a", "10.0.0.0"),
+		},
+		{
 			name:  "with a sharing key, only inside the named pool",
 			pools: []*config.Pool{newPool("a", ranges("10.0.0.0/30")), newPool("b", ranges("10.0.1.0/30"))},
 			before: []*v1.Service{
@@ -405,6 +464,11 @@ func TestAssign(t *testing.T) {
 			got, err := a.Assign(mustRequest(t, tt.svc))
 			if tt.wantErr != nil {
 				checkErr(t, err, tt.wantErr, tt.wantMsg...)
+				for _, m := range tt.notMsg {
+					if strings.Contains(err.Error(), m) {
+						t.Errorf("error %q\nreveals %q", err, m)
+					}
+				}
 				if _, ok := a.Lookup(key(tt.svc.Namespace + "/" + tt.svc.Name)); ok {
 					t.Errorf("failed Assign recorded an allocation")
 				}

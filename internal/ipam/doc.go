@@ -43,8 +43,16 @@
 //
 // Sharing. An address is held by one Service, or by several that all have
 // the same non-empty sharing key and no (protocol, port) in common.
-// Nothing else ever shares. The key is not scoped to a namespace: Services
-// of different namespaces with the same key may share.
+// Nothing else ever shares. A key is scoped to its namespace: a Service
+// joins an address only when every Service holding it is of its own
+// namespace, unless the address's pool sets allow-cross-namespace-sharing —
+// knowing another namespace's key is not enough to add a port to its
+// address. A Service keeps an address it holds, whoever shares it, and
+// Restore does not apply the namespace rule: Services that shared an
+// address across namespaces before the rule (or before their pool turned
+// the setting off) keep it, and no other Service of another namespace
+// joins them. Messages about an address held in another namespace name
+// neither its Services nor their key.
 //
 // Picking. For each family the Allocator keeps the address the Service
 // holds if it still may; else, with a sharing key, takes the lowest address
@@ -71,8 +79,9 @@
 //
 // Pool reloads. SetPools never takes addresses away. An allocation whose
 // pool is gone, no longer allows its namespace or no longer contains its
-// addresses is an orphan: it is listed by Orphans and its addresses stay
-// taken (no one else gets them). When its Service is assigned again, a pool
+// addresses is an orphan: it is listed by Orphans (OrphanOf asks about one
+// Service) with its OrphanCause, and its addresses stay taken (no one else
+// gets them); reporting it is the caller's. When its Service is assigned again, a pool
 // that now holds its addresses and may serve the request adopts them (a
 // renamed pool, say); otherwise Assign keeps the orphan as it is while it
 // satisfies the request apart from pool membership, and moves it only when

@@ -101,6 +101,10 @@ func ranges(r ...string) []string { return r }
 
 func manual() func(*config.Pool) { return func(p *config.Pool) { p.AutoAssign = false } }
 
+func crossNamespace() func(*config.Pool) {
+	return func(p *config.Pool) { p.AllowCrossNamespaceSharing = true }
+}
+
 func namespaces(ns ...string) func(*config.Pool) {
 	return func(p *config.Pool) { p.Namespaces = ns }
 }

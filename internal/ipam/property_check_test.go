@@ -16,11 +16,16 @@ import (
 // The checks TestProperties makes after each operation.
 
 // compatible reports whether k may hold addr with the request's sharing
-// key and ports, per the model.
+// key and ports, per the model: Services of another namespace hold it only
+// if k holds it already or its pool allows sharing across namespaces.
 func (m *propModel) compatible(holders map[netip.Addr][]types.NamespacedName, addr netip.Addr, k types.NamespacedName, sharing string, ports []Port) bool {
+	joining := !slices.Contains(holders[addr], k)
 	for _, o := range holders[addr] {
 		if o == k {
 			continue
+		}
+		if joining && o.Namespace != k.Namespace && !m.crossNamespace(addr) {
+			return false
 		}
 		rec := m.records[o]
 		if sharing == "" || rec.sharing != sharing {
@@ -33,6 +38,13 @@ func (m *propModel) compatible(holders map[netip.Addr][]types.NamespacedName, ad
 		}
 	}
 	return true
+}
+
+// crossNamespace reports whether the pool holding addr allows sharing
+// across namespaces.
+func (m *propModel) crossNamespace(addr netip.Addr) bool {
+	p := m.pool(m.poolOf(addr))
+	return p != nil && p.AllowCrossNamespaceSharing
 }
 
 func (m *propModel) pool(name string) *config.Pool {
@@ -95,6 +107,15 @@ func (m *propModel) checkSuccess(req Request, prev *modelRecord, got Allocation)
 	kept := prev != nil && (prev.alloc.Pool == got.Pool || slices.ContainsFunc(got.Addresses, func(a netip.Addr) bool { return slices.Contains(prev.alloc.Addresses, a) }))
 	if p := m.pool(got.Pool); p != nil && req.Pool == "" && len(req.Addresses) == 0 && !p.AutoAssign && !kept {
 		m.fatalf("%s: auto-assigned %v from a pool that is not auto-assign", k, got)
+	}
+	holders := m.holders() // before the Assign: m.records is not updated yet
+	for _, addr := range got.Addresses {
+		if !m.compatible(holders, addr, k, req.SharingKey, req.Ports) {
+			m.fatalf("%s: took %s, which %v hold and it may not share", k, addr, holders[addr])
+		}
+		if slices.ContainsFunc(holders[addr], func(o types.NamespacedName) bool { return o.Namespace != k.Namespace }) {
+			m.stats["shared across namespaces"]++
+		}
 	}
 	m.checkPicks(req, prev, got)
 	m.stats["assign ok"]++
@@ -282,6 +303,11 @@ func (m *propModel) checkOrphans() {
 	if !slices.Equal(want, got) {
 		m.fatalf("Orphans() = %v, want %v", got, want)
 	}
+	for _, k := range m.keys {
+		if _, ok := m.a.OrphanOf(k); ok != slices.Contains(want, k) {
+			m.fatalf("OrphanOf(%s) = %v, Orphans() = %v", k, ok, got)
+		}
+	}
 	if len(got) > 0 {
 		m.stats["steps with orphans"]++
 	}
@@ -383,7 +409,7 @@ func (m *propModel) checkIndexes(holders map[netip.Addr][]types.NamespacedName) 
 func (m *propModel) checkCoverage() {
 	for _, want := range []string{
 		"assign ok", "release", "reload", "restart", "colliding restore", "re-ensure", "re-ensure gained a family",
-		"moved", "orphan kept", "steps with orphans", "auto-assign shared", "invalid service",
+		"moved", "orphan kept", "steps with orphans", "auto-assign shared", "invalid service", "shared across namespaces",
 	} {
 		if m.stats[want] == 0 {
 			m.t.Errorf("no %q in %d operations", want, propertyOps)

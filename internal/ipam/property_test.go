@@ -29,7 +29,8 @@ const propertyOps = 100_000
 // the records it should hold:
 //
 //   - no address, protocol and port has two owners; an address is shared
-//     only by Services with the same non-empty sharing key;
+//     only by Services with the same non-empty sharing key; a Service joins
+//     Services of another namespace only in a pool that allows it;
 //   - every allocation lies in a pool that allows its namespace, or is
 //     reported by Orphans (and Orphans reports nothing else);
 //   - Lookup, Usage and the Allocator's indexes agree with the model;
@@ -89,7 +90,7 @@ var poolVariants = [][]*config.Pool{
 		newPool("top", ranges("255.255.255.252/30", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126"), manual()),
 	},
 	{
-		newPool("a", ranges("10.0.0.0/30", "2001:db8:a::/64")),
+		newPool("a", ranges("10.0.0.0/30", "2001:db8:a::/64"), crossNamespace()),
 		newPool("c", ranges("10.0.1.0/31", "10.0.0.4/31")),
 		newPool("m", ranges("10.0.2.0/30", "2001:db8:2::/126")),
 		newPool("t", ranges("10.0.3.0/30"), namespaces("team", "other")),
@@ -101,7 +102,7 @@ var poolVariants = [][]*config.Pool{
 		newPool("b", ranges("10.0.1.0/30", "2001:db8:a::/64")),
 	},
 	{
-		newPool("b", ranges("10.0.1.0-10.0.1.3")),
+		newPool("b", ranges("10.0.1.0-10.0.1.3"), crossNamespace()),
 		newPool("a", ranges("10.0.0.0/29", "2001:db8:a::/64")),
 		newPool("top", ranges("255.255.255.252/30", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126")),
 		newPool("m", ranges("10.0.2.0/30", "2001:db8:2::/126"), manual()),

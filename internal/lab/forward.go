@@ -25,13 +25,22 @@ type Forwarder struct {
 // threads in the root namespace; nothing in the root namespace changes.
 // Close the Forwarder to stop; it is also closed with ctx.
 func (h *Host) ForwardLoopback(ctx context.Context, addr string) (*Forwarder, error) {
+	return h.Forward(ctx, addr, addr)
+}
+
+// Forward accepts TCP connections on listen inside h and relays them to
+// target, dialled from this process's threads in the root namespace (an
+// apiserver on the root namespace's loopback, reached at an address of the
+// lab's choosing). Nothing in the root namespace changes.
+func (h *Host) Forward(ctx context.Context, listen, target string) (*Forwarder, error) {
 	f := &Forwarder{conns: map[net.Conn]struct{}{}}
 	if err := h.Do(func() (err error) {
-		f.ln, err = net.Listen("tcp", addr)
+		f.ln, err = net.Listen("tcp", listen)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("lab: forward %s into %s: %w", addr, h.Name, err)
+		return nil, fmt.Errorf("lab: forward %s in %s to %s: %w", listen, h.Name, target, err)
 	}
+	addr := target
 	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
 	f.wg.Go(func() {
 		defer stop()

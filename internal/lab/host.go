@@ -236,6 +236,54 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Netns, name}, args...)...)
 }
 
+// Nsenter returns a command that runs name inside the host's network
+// namespace through `nsenter --net`, with more nsenter flags before it
+// (say --mount=/proc/<pid>/ns/mnt). Unlike Command it leaves /sys alone:
+// `ip netns exec` remounts /sys for the namespace, which hides the cgroup
+// hierarchy from what runs there (a kubelet, a container runtime).
+func (h *Host) Nsenter(ctx context.Context, flags []string, name string, args ...string) *exec.Cmd {
+	full := append([]string{"--net=" + filepath.Join(netnsDir, h.Netns)}, flags...)
+	full = append(append(full, "--", name), args...)
+	return exec.CommandContext(ctx, "nsenter", full...)
+}
+
+// AddAddress adds an address to one of the host's interfaces (its loopback
+// "lo", say, for an address every host answers locally).
+func (h *Host) AddAddress(iface string, p netip.Prefix) error {
+	nl, err := netlinkIn(h.ns)
+	if err != nil {
+		return fmt.Errorf("add address on %s: %w", h.Name, err)
+	}
+	defer nl.Close()
+	link, err := nl.LinkByName(iface)
+	if err != nil {
+		return fmt.Errorf("add address on %s: %w", h.Name, err)
+	}
+	if err := nl.AddrAdd(link, &netlink.Addr{IPNet: prefixToIPNet(p), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("add address %s to %s of %s: %w", p, iface, h.Name, err)
+	}
+	return nil
+}
+
+// AddRoute routes dst out of one of the host's interfaces, on-link (no
+// gateway).
+func (h *Host) AddRoute(dst netip.Prefix, iface string) error {
+	nl, err := netlinkIn(h.ns)
+	if err != nil {
+		return fmt.Errorf("add route on %s: %w", h.Name, err)
+	}
+	defer nl.Close()
+	link, err := nl.LinkByName(iface)
+	if err != nil {
+		return fmt.Errorf("add route on %s: %w", h.Name, err)
+	}
+	route := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: prefixToIPNet(dst.Masked()), Scope: netlink.SCOPE_LINK}
+	if err := nl.RouteAdd(route); err != nil {
+		return fmt.Errorf("add route %s dev %s on %s: %w", dst, iface, h.Name, err)
+	}
+	return nil
+}
+
 // SetLink sets the host's link to the bridge up or down, as if its cable
 // were plugged or pulled. Addresses are kept while it is down.
 func (h *Host) SetLink(up bool) error {

@@ -35,8 +35,15 @@ type Process struct {
 // is stopped (see Process.Stop) when ctx is done or the lab is closed, and
 // killed by the kernel if this process dies first (Pdeathsig).
 func (h *Host) Start(ctx context.Context, logPath string, name string, args ...string) (*Process, error) {
-	p := &Process{Host: h, LogPath: logPath, done: make(chan struct{})}
-	p.cmd = h.Command(context.Background(), name, args...)
+	return h.StartCmd(ctx, logPath, h.Command(context.Background(), name, args...))
+}
+
+// StartCmd is Start for a command built by the caller, such as one from
+// Nsenter: cmd must run inside the host's namespace, and its Stdout, Stderr
+// and SysProcAttr are the lab's to set.
+func (h *Host) StartCmd(ctx context.Context, logPath string, cmd *exec.Cmd) (*Process, error) {
+	p := &Process{Host: h, LogPath: logPath, done: make(chan struct{}), cmd: cmd}
+	name, args := cmd.Path, cmd.Args[1:]
 	if logPath != "" { // else os/exec connects both to /dev/null
 		out, err := p.openLog(name, args)
 		if err != nil {

@@ -58,21 +58,30 @@ type Manager struct {
 	mu        sync.Mutex // guards alloc and pools
 	alloc     *ipam.Allocator
 	poolsFrom *config.Config
+
+	events  EventRecorder // on Services: orphaned addresses
+	orphans *orphanReporter
 }
 
-// NewManager returns a Manager; config returns the current cloud-config.
-// It starts nothing: call Run.
-func NewManager(dyn dynamic.Interface, cfg func() *config.Config) *Manager {
+// NewManager returns a Manager; config returns the current cloud-config,
+// and events (nil: none) records Events on Services. It starts nothing:
+// call Run.
+func NewManager(dyn dynamic.Interface, cfg func() *config.Config, events EventRecorder) *Manager {
+	if events == nil {
+		events = discardEvents{}
+	}
 	inf := lbapi.NewInformer(dyn, 0)
 	return &Manager{
 		dyn: dyn, client: lbapi.NewClient(dyn), config: cfg,
 		informer: inf, lister: lbapi.NewLister(inf), ready: make(chan struct{}),
 		install: func(ctx context.Context) error { return lbapi.InstallCRDs(ctx, dyn, FieldManager) },
+		events:  events, orphans: newOrphanReporter(),
 	}
 }
 
 // Run installs the CRDs, starts the informer, rebuilds the allocator from
-// the LoadBalancer objects, and then serves Ensure calls until ctx ends.
+// the LoadBalancer objects, and then serves Ensure calls and reports
+// orphaned addresses until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	for {
@@ -93,7 +102,8 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	m.rebuild(ctx)
 	close(m.ready)
-	<-ctx.Done()
+	m.orphans.due()
+	m.reportOrphans(ctx)
 }
 
 // rebuild restores every record into a fresh allocator, oldest first, so
@@ -159,10 +169,13 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node)
 	}
 
 	m.mu.Lock()
-	m.refreshPools()
+	if m.refreshPools() {
+		m.orphans.due()
+	}
 	alloc, err := m.alloc.Assign(req)
 	if err == nil {
 		recordUsage(m.alloc.Usage())
+		m.noteOrphan(req.Key)
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -222,12 +235,16 @@ func (m *Manager) inventoryAddresses() AddressFallback {
 	}
 }
 
-// refreshPools applies a reloaded cloud-config's pools. Callers hold mu.
-func (m *Manager) refreshPools() {
-	if cfg := m.config(); cfg != m.poolsFrom {
-		m.alloc.SetPools(cfg.Pools)
-		m.poolsFrom = cfg
+// refreshPools applies a reloaded cloud-config's pools and reports whether
+// there was one. Callers hold mu.
+func (m *Manager) refreshPools() bool {
+	cfg := m.config()
+	if cfg == m.poolsFrom {
+		return false
 	}
+	m.alloc.SetPools(cfg.Pools)
+	m.poolsFrom = cfg
+	return true
 }
 
 // write creates or updates the LoadBalancer so that its spec is spec; it
@@ -320,8 +337,10 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 		writes.WithLabelValues("delete").Inc()
 	}
 	m.mu.Lock()
-	m.alloc.Release(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	m.alloc.Release(key)
 	recordUsage(m.alloc.Usage())
+	m.noteOrphan(key)
 	m.mu.Unlock()
 	return nil
 }

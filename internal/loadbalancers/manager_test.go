@@ -36,7 +36,7 @@ func startManager(t *testing.T, dyn *dynamicfake.FakeDynamicClient) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewManager(dyn, func() *config.Config { return cfg })
+	m := NewManager(dyn, func() *config.Config { return cfg }, nil)
 	m.install = func(context.Context) error { return nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -200,7 +200,7 @@ func TestRestartRebuildsAllocator(t *testing.T) {
 func TestNotReadyIsRetried(t *testing.T) {
 	defer func(d time.Duration) { readyWait = d }(readyWait)
 	readyWait = 50 * time.Millisecond
-	m := NewManager(newFakeDynamic(), nil)
+	m := NewManager(newFakeDynamic(), nil, nil)
 	_, err := m.Ensure(context.Background(), newSvc("web"), nil)
 	var retry *api.RetryError
 	if !errors.As(err, &retry) {

@@ -276,7 +276,7 @@ func checkImage(t *testing.T, image, bin string) {
 // schema error or an unknown field fails; then runs the documented
 // `kubectl apply -k deploy/`.
 func TestDeployAppliesStrictly(t *testing.T) {
-	objs := renderDeploy(t)
+	objs := renderAll(t)
 	cp := testbed.StartT(t, testbed.Options{Users: []testbed.User{}})
 	if err := applyAll(t, cp, objs); err != nil {
 		t.Fatal(err)
@@ -306,11 +306,13 @@ func TestDeployAppliesStrictly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cp.Kubectl(t.Context(), "apply", "-k", filepath.Join(root, "deploy"))
-	if err != nil {
-		t.Fatalf("kubectl apply -k deploy/: %v\n%s", err, out)
+	for _, dir := range []string{"deploy", "deploy/router"} {
+		out, err := cp.Kubectl(t.Context(), "apply", "-k", filepath.Join(root, filepath.FromSlash(dir)))
+		if err != nil {
+			t.Fatalf("kubectl apply -k %s/: %v\n%s", dir, err, out)
+		}
+		t.Logf("kubectl apply -k %s/:\n%s", dir, out)
 	}
-	t.Logf("kubectl apply -k deploy/:\n%s", out)
 }
 
 // TestDeployInstallsEveryCRD: `kubectl apply -k deploy/` installs every CRD

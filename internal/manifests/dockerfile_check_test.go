@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/groundcloud/groundcloud/internal/images"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
@@ -24,7 +25,7 @@ func TestDockerfileProblems(t *testing.T) {
 	}
 	good := string(data)
 	const bin, pkg = "groundcloud-agent", "./cmd/groundcloud-agent"
-	want := images[bin]
+	want := shipped[bin]
 	tests := []struct {
 		name     string
 		old, new string // replaced in the real Dockerfile
@@ -53,7 +54,7 @@ func TestDockerfileProblems(t *testing.T) {
 				}
 				df = strings.Replace(df, tt.old, tt.new, 1)
 			}
-			got := dockerfileProblems(parseDockerfile(df), bin, pkg, "1.26", want)
+			got := dockerfileProblems(images.ParseDockerfile(df), bin, pkg, "1.26", want)
 			if tt.problem == "" {
 				if diff := cmp.Diff([]string(nil), got); diff != "" {
 					t.Errorf("problems (-want +got):\n%s", diff)
@@ -64,13 +65,5 @@ func TestDockerfileProblems(t *testing.T) {
 				t.Errorf("problems %q lack %q", got, tt.problem)
 			}
 		})
-	}
-}
-
-func TestShellFields(t *testing.T) {
-	got := shellFields(`CGO_ENABLED=0 go build -ldflags="-s -w" -o '/out/a b' ./cmd/x && echo "a\"b";ls`)
-	want := []string{"CGO_ENABLED=0", "go", "build", "-ldflags=-s -w", "-o", "/out/a b", "./cmd/x", "&&", "echo", `a"b`, ";", "ls"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("shellFields (-want +got):\n%s", diff)
 	}
 }

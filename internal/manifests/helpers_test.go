@@ -22,6 +22,20 @@ const installFieldManager = "groundcloud-manifests-test"
 // building.
 func renderDeploy(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	return renderKustomization(t, "deploy")
+}
+
+// renderAll renders everything groundcloud ships: deploy/ and the
+// optional deploy/router/.
+func renderAll(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	return append(renderKustomization(t, "deploy"), renderKustomization(t, "deploy/router")...)
+}
+
+// renderKustomization renders a directory of the repository (slash
+// separated) with the pinned kubectl.
+func renderKustomization(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("renders deploy/ with the pinned kubectl; skipped with -short")
 	}
@@ -33,7 +47,7 @@ func renderDeploy(t *testing.T) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Render(t.Context(), filepath.Join(bin, "kubectl"), filepath.Join(root, "deploy"))
+	objs, err := Render(t.Context(), filepath.Join(bin, "kubectl"), filepath.Join(root, filepath.FromSlash(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}

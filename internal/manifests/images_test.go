@@ -14,16 +14,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/groundcloud/groundcloud/internal/images"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
-// images are the binaries we ship as container images, with the final
+// shipped are the binaries we ship as container images, with the final
 // stage each must have. The other binaries under cmd/ (nodesim, sandbox)
 // are test tools.
-var images = map[string]imageWant{
+var shipped = map[string]imageWant{
 	"groundcloud-controller-manager": {base: "gcr.io/distroless/static-debian12:nonroot"},
 	// knftables execs nft: the only package besides the base image.
 	"groundcloud-agent": {base: "debian:bookworm-slim", packages: []string{"nftables"}},
+	// Routes by netlink: nothing but the binary, as root.
+	"groundcloud-router": {base: "gcr.io/distroless/static-debian12"},
 }
 
 type imageWant struct {
@@ -42,7 +45,7 @@ func TestImagesBuildWhatTheMakefileBuilds(t *testing.T) {
 	}
 	built := makefileBinaries(t, root)
 	dockerfiles := findDockerfiles(t, root)
-	for bin := range images {
+	for bin := range shipped {
 		if _, ok := built[bin]; !ok {
 			t.Errorf("we ship %s, but make build does not build it (builds %v)", bin, slices.Sorted(maps.Keys(built)))
 		}
@@ -56,7 +59,7 @@ func TestImagesBuildWhatTheMakefileBuilds(t *testing.T) {
 			if _, ok := built[bin]; !ok {
 				t.Fatalf("%s builds %s, which make build does not build", file, bin)
 			}
-			want, ok := images[bin]
+			want, ok := shipped[bin]
 			if !ok {
 				t.Fatalf("%s: %s is not in the test's list of shipped images", file, bin)
 			}
@@ -64,7 +67,7 @@ func TestImagesBuildWhatTheMakefileBuilds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range dockerfileProblems(parseDockerfile(string(data)), bin, built[bin], goVersion, want) {
+			for _, p := range dockerfileProblems(images.ParseDockerfile(string(data)), bin, built[bin], goVersion, want) {
 				t.Errorf("%s: %s", file, p)
 			}
 		})
@@ -73,51 +76,51 @@ func TestImagesBuildWhatTheMakefileBuilds(t *testing.T) {
 
 // dockerfileProblems lists every way a Dockerfile's stages differ from
 // building package pkg into image bin as want says.
-func dockerfileProblems(stages []stage, bin, pkg, goVersion string, want imageWant) []string {
+func dockerfileProblems(stages []images.Stage, bin, pkg, goVersion string, want imageWant) []string {
 	if len(stages) < 2 {
 		return []string{fmt.Sprintf("%d stages, want a builder and a final stage", len(stages))}
 	}
-	builder, builds := findGoBuild(stages)
+	builder, builds := images.FindGoBuild(stages)
 	if len(builds) != 1 {
 		return []string{fmt.Sprintf("%d go build commands, want 1: %+v", len(builds), builds)}
 	}
 	var problems []string
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	gb := builds[0]
-	if !slices.Equal(gb.packages, []string{pkg}) {
-		report("go build %q, want exactly %s as make build does", gb.packages, pkg)
+	if !slices.Equal(gb.Packages, []string{pkg}) {
+		report("go build %q, want exactly %s as make build does", gb.Packages, pkg)
 	}
-	if !slices.Contains(gb.flags, "-trimpath") {
-		report("go build without -trimpath: %q", gb.flags)
+	if !slices.Contains(gb.Flags, "-trimpath") {
+		report("go build without -trimpath: %q", gb.Flags)
 	}
-	if path.Base(gb.output) != bin {
-		report("go build -o %q, want a file named %s", gb.output, bin)
+	if path.Base(gb.Output) != bin {
+		report("go build -o %q, want a file named %s", gb.Output, bin)
 	}
-	if gb.env["CGO_ENABLED"] != "0" && !builder.env("CGO_ENABLED", "0") {
+	if gb.Env["CGO_ENABLED"] != "0" && builder.EnvVars()["CGO_ENABLED"] != "0" {
 		report("CGO_ENABLED=0 is set neither in the RUN nor by ENV in the build stage")
 	}
-	if wantFrom := "golang:" + goVersion; builder.from != wantFrom {
-		report("build stage FROM %s, want %s (go.mod says go %s)", builder.from, wantFrom, goVersion)
+	if wantFrom := "golang:" + goVersion; builder.From != wantFrom {
+		report("build stage FROM %s, want %s (go.mod says go %s)", builder.From, wantFrom, goVersion)
 	}
 	if p := moduleCacheProblem(builder); p != "" {
 		report("%s", p)
 	}
 
 	final := stages[len(stages)-1]
-	if final.from != want.base {
-		report("final stage FROM %s, want %s", final.from, want.base)
+	if final.From != want.base {
+		report("final stage FROM %s, want %s", final.From, want.base)
 	}
-	copied := slices.ContainsFunc(final.instrs, func(in instruction) bool {
-		return in.cmd == "COPY" && slices.Contains(shellFields(in.args), "--from="+builder.name) && slices.Contains(shellFields(in.args), gb.output)
+	copied := slices.ContainsFunc(final.Instrs, func(in images.Instruction) bool {
+		return in.Cmd == "COPY" && slices.Contains(images.ShellFields(in.Args), "--from="+builder.Name) && slices.Contains(images.ShellFields(in.Args), gb.Output)
 	})
-	if builder.name == "" || !copied {
-		report("final stage does not COPY --from=<build stage> %s", gb.output)
+	if builder.Name == "" || !copied {
+		report("final stage does not COPY --from=<build stage> %s", gb.Output)
 	}
 	var entrypoint []string
-	if err := json.Unmarshal([]byte(final.last("ENTRYPOINT")), &entrypoint); err != nil || len(entrypoint) == 0 || path.Base(entrypoint[0]) != bin {
-		report("ENTRYPOINT %s, want the exec form running %s", final.last("ENTRYPOINT"), bin)
+	if err := json.Unmarshal([]byte(final.Last("ENTRYPOINT")), &entrypoint); err != nil || len(entrypoint) == 0 || path.Base(entrypoint[0]) != bin {
+		report("ENTRYPOINT %s, want the exec form running %s", final.Last("ENTRYPOINT"), bin)
 	}
-	if got := final.aptPackages(); !slices.Equal(got, want.packages) {
+	if got := final.AptPackages(); !slices.Equal(got, want.packages) {
 		report("final stage installs %q, want %q", got, want.packages)
 	}
 	return problems
@@ -125,13 +128,13 @@ func dockerfileProblems(stages []stage, bin, pkg, goVersion string, want imageWa
 
 // moduleCacheProblem: go.mod and go.sum are copied alone and downloaded
 // before the sources, so that a source change reuses the module layer.
-func moduleCacheProblem(builder stage) string {
+func moduleCacheProblem(builder images.Stage) string {
 	var copies []string
-	for _, in := range builder.instrs {
+	for _, in := range builder.Instrs {
 		switch {
-		case in.cmd == "COPY":
-			copies = append(copies, in.args)
-		case in.cmd == "RUN" && strings.Contains(in.args, "go mod download"):
+		case in.Cmd == "COPY":
+			copies = append(copies, in.Args)
+		case in.Cmd == "RUN" && strings.Contains(in.Args, "go mod download"):
 			if len(copies) != 1 || copies[0] != "go.mod go.sum ./" {
 				return fmt.Sprintf("go mod download after COPY %q, want after COPY go.mod go.sum ./ alone", copies)
 			}
@@ -164,15 +167,15 @@ func makefileBinaries(t *testing.T, root string) map[string]string {
 			inBuild = false
 		}
 	}
-	var builds []goBuild
+	var builds []images.GoBuild
 	for _, line := range recipe {
-		builds = append(builds, goBuilds(line)...)
+		builds = append(builds, images.GoBuilds(line)...)
 	}
 	if len(builds) != 1 {
 		t.Fatalf("Makefile build target: %d go build commands, want 1: %q", len(builds), recipe)
 	}
 	out := map[string]string{}
-	for _, pkg := range builds[0].packages {
+	for _, pkg := range builds[0].Packages {
 		dir, ok := strings.CutSuffix(pkg, "/...")
 		if !ok {
 			out[path.Base(pkg)] = pkg

@@ -54,8 +54,9 @@ var allowed = map[string]map[resource]grant{
 			verbs: []string{"get", "create", "patch"},
 			names: []string{"loadbalancers.groundcloud.io", "routes.groundcloud.io"},
 		},
-		{"groundcloud.io", "loadbalancers"}: {verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-		{"groundcloud.io", "routes"}:        {verbs: []string{"get", "list", "create", "update", "delete"}},
+		{"groundcloud.io", "loadbalancers"}:        {verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
+		{"groundcloud.io", "routes"}:               {verbs: []string{"get", "list", "create", "update", "delete"}},
 		{"coordination.k8s.io", "leases"}: {
 			verbs: []string{"get", "update", "create"}, namespace: "kube-system",
 			names: []string{"groundcloud-controller-manager"}, unnamed: []string{"create"},
@@ -70,15 +71,19 @@ var allowed = map[string]map[resource]grant{
 		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
 		{"", "events"}: {verbs: []string{"create", "patch"}},
 	},
+	"groundcloud-router": {
+		{"groundcloud.io", "routes"}:        {verbs: []string{"list", "watch"}},
+		{"groundcloud.io", "routes/status"}: {verbs: []string{"patch"}},
+	},
 }
 
 // neverVerbs let a holder grant itself more.
 var neverVerbs = []string{"escalate", "bind", "impersonate"}
 
-// TestPermissions checks the rules deploy/ binds to each component's
-// ServiceAccount against the allow-list.
+// TestPermissions checks the rules deploy/ and deploy/router/ bind to each
+// component's ServiceAccount against the allow-list.
 func TestPermissions(t *testing.T) {
-	objs := renderDeploy(t)
+	objs := renderAll(t)
 	for sa, allow := range allowed {
 		t.Run(sa, func(t *testing.T) {
 			rules, err := Rules(objs, types.NamespacedName{Namespace: "kube-system", Name: sa})

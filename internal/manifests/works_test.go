@@ -427,9 +427,11 @@ func (b *lockedBuffer) String() string {
 
 type pretendDataPlane struct{}
 
-func (pretendDataPlane) Sync(context.Context, dataplane.State) error { return nil }
-func (pretendDataPlane) ForceFullSync()                              {}
-func (pretendDataPlane) Cleanup(context.Context) error               { return nil }
+func (pretendDataPlane) Sync(context.Context, dataplane.State) (dataplane.Result, error) {
+	return dataplane.Result{}, nil
+}
+func (pretendDataPlane) ForceFullSync()                {}
+func (pretendDataPlane) Cleanup(context.Context) error { return nil }
 
 type pretendAddresses struct{}
 

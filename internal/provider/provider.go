@@ -96,7 +96,7 @@ func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <
 		klog.Background().Error(err, "Cannot create a client; load balancers are unavailable")
 		return
 	}
-	m := loadbalancers.NewManager(dyn, c.config.Current)
+	m := loadbalancers.NewManager(dyn, c.config.Current, serviceEvents(ctx, clients))
 	c.lbs.Store(m)
 	c.routes.Store(routes.NewManager(dyn, c.config.Current))
 	go m.Run(klog.NewContext(ctx, klog.Background().WithName("loadbalancers")))

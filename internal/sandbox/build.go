@@ -3,20 +3,24 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
-// BuildBinaries builds our programs (`go build ./cmd/...` in the checkout
-// this runs in) into dir.
+// BuildBinaries builds our programs (`make build`: ./cmd/... in the
+// checkout this runs in) into dir, as our Dockerfiles build them (static,
+// trimmed paths), so that the binaries the tests run on hosts are those of
+// the images, and the two builds share their compiled packages.
 func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 	root, err := testbed.RepoRoot()
 	if err != nil {
 		return Binaries{}, err
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/...")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/...")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("build groundcloud binaries: %w\n%s", err, out)

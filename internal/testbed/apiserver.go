@@ -79,7 +79,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, first bool) error {
 		switch {
 		case first && errors.Is(err, errCertNotUsable) && cp.serving == nil:
 			cp.opts.Logf("testbed: using a serving certificate of our own: %v", err)
-			serving, err := writeServingCert(cp.path("pki"))
+			serving, err := writeServingCert(cp.path("pki"), cp.servingIPs())
 			if err != nil {
 				return err
 			}

@@ -46,10 +46,12 @@ type ControlPlane struct {
 	caPEM     []byte        // verifies the serving certificate
 	serving   *servingFiles // ours, if the apiserver's own one did not verify
 
-	mu        sync.Mutex // guards the fields below
-	etcd      *process
-	apiserver *process
-	stopped   bool
+	mu                sync.Mutex // guards the fields below
+	etcd              *process
+	apiserver         *process
+	controllerManager *process
+	scheduler         *process
+	stopped           bool
 }
 
 // Start runs etcd and kube-apiserver and returns once the apiserver is ready
@@ -83,6 +85,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err := writeKubeconfig(cp.AdminKubeconfig, cp.URL, cp.caPEM, AdminUser, cp.tokens[AdminUser]); err != nil {
 		return nil, err
 	}
+	if err := cp.startComponents(); err != nil {
+		return nil, err
+	}
 	cp.opts.Logf("testbed: control plane ready at %s in %v (dir %s)", cp.URL, time.Since(began).Round(time.Millisecond), cp.Dir)
 	return cp, nil
 }
@@ -103,7 +108,7 @@ func prepare(opts Options) (*ControlPlane, error) {
 	err := cp.writeCredentials()
 	if err == nil && opts.ownServingCert {
 		var serving servingFiles
-		serving, err = writeServingCert(cp.path("pki"))
+		serving, err = writeServingCert(cp.path("pki"), cp.servingIPs())
 		cp.serving, cp.caPEM = &serving, serving.caPEM
 	}
 	if err != nil && cp.removeDir {
@@ -138,7 +143,7 @@ func (cp *ControlPlane) Stop() error {
 	}
 	cp.stopped = true
 	var errs []error
-	for _, p := range []**process{&cp.apiserver, &cp.etcd} {
+	for _, p := range []**process{&cp.controllerManager, &cp.scheduler, &cp.apiserver, &cp.etcd} {
 		errs = append(errs, cp.stopProcess(*p))
 		*p = nil
 	}
@@ -214,7 +219,14 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) ([]byte, er
 
 // Logs returns the paths of the components' log files.
 func (cp *ControlPlane) Logs() []string {
-	return []string{cp.path(etcdLogName), cp.path(apiserverLogName)}
+	logs := []string{cp.path(etcdLogName), cp.path(apiserverLogName)}
+	if cp.opts.ControllerManager != nil {
+		logs = append(logs, cp.path(controllerLogName))
+	}
+	if cp.opts.Scheduler {
+		logs = append(logs, cp.path(schedulerLogName))
+	}
+	return logs
 }
 
 // pids returns the process ids of the running children.
@@ -222,7 +234,7 @@ func (cp *ControlPlane) pids() []int {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	var pids []int
-	for _, p := range []*process{cp.etcd, cp.apiserver} {
+	for _, p := range []*process{cp.etcd, cp.apiserver, cp.controllerManager, cp.scheduler} {
 		if p != nil {
 			pids = append(pids, p.pid())
 		}

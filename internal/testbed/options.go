@@ -33,7 +33,8 @@ func DefaultUsers() []User {
 
 // Options configure Start. The zero value plus BinDir is a working set.
 type Options struct {
-	// BinDir holds kube-apiserver, kubectl and etcd (see ToolsDir). Required.
+	// BinDir holds kube-apiserver, kubectl and etcd (see ToolsDir), and
+	// kube-controller-manager and kube-scheduler when they run. Required.
 	BinDir string
 	// Dir is the work directory. When empty, Start makes a temp directory
 	// and Stop removes it; a given Dir is kept.
@@ -47,6 +48,11 @@ type Options struct {
 	// "--name=value" replacing a default of that name; flags the test bed
 	// manages (managedAPIServerFlags) are refused.
 	ExtraAPIServerArgs []string
+	// ControllerManager, when set, runs kube-controller-manager (from
+	// BinDir) as its own user; Scheduler runs kube-scheduler. Without them
+	// the apiserver stores what it is given and nothing acts on it.
+	ControllerManager *ControllerManagerOptions
+	Scheduler         bool
 	// Logf receives progress messages; discarded if nil.
 	Logf func(format string, args ...any)
 
@@ -67,7 +73,7 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.BinDir == "" {
 		errs = append(errs, errors.New("BinDir is required (see ToolsDir)"))
-	} else if err := checkTools(o.BinDir); err != nil {
+	} else if err := checkToolsNamed(o.BinDir, o.toolNames()); err != nil {
 		errs = append(errs, fmt.Errorf("BinDir: %w", err))
 	}
 	if o.ServiceCIDR != "" {
@@ -84,7 +90,11 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("ExtraAPIServerArgs: %s is managed by the test bed", name))
 		}
 	}
+	errs = append(errs, o.validateComponents())
 	seen := map[string]bool{AdminUser: true}
+	for _, u := range o.controlPlaneUsers() {
+		seen[u.Name] = true
+	}
 	for i, u := range o.Users {
 		switch {
 		case u.Name == AdminUser:
@@ -120,6 +130,7 @@ func (o Options) withDefaults() Options {
 		users = DefaultUsers()
 	}
 	o.Users = append([]User{{Name: AdminUser, Groups: []string{"system:masters"}}}, users...)
+	o.Users = append(o.Users, o.controlPlaneUsers()...)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -86,10 +88,10 @@ type servingFiles struct {
 	keyFile  string
 }
 
-// writeServingCert makes a CA and a serving certificate for 127.0.0.1 and
-// localhost in dir.
-func writeServingCert(dir string) (servingFiles, error) {
-	caDER, certDER, keyDER, err := newServingCert([]net.IP{net.IPv4(127, 0, 0, 1)},
+// writeServingCert makes a CA and a serving certificate for ips, localhost
+// and the kubernetes Service's names in dir.
+func writeServingCert(dir string, ips []net.IP) (servingFiles, error) {
+	caDER, certDER, keyDER, err := newServingCert(ips,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
 	if err != nil {
 		return servingFiles{}, err
@@ -155,4 +157,25 @@ func newServingCert(ips []net.IP, names []string) (caDER, certDER, keyDER []byte
 		return nil, nil, nil, fmt.Errorf("marshal serving key: %w", err)
 	}
 	return caDER, certDER, keyDER, nil
+}
+
+// servingIPs are the addresses clients reach the apiserver at, as its own
+// self-signed certificate lists them: 127.0.0.1, the --advertise-address
+// (where Pods and nodes reach it) and the kubernetes Service's cluster IP
+// (the first of each service CIDR).
+func (cp *ControlPlane) servingIPs() []net.IP {
+	ips := []net.IP{net.IPv4(127, 0, 0, 1)}
+	for _, arg := range cp.opts.ExtraAPIServerArgs {
+		if v, ok := strings.CutPrefix(arg, "--advertise-address="); ok {
+			if ip := net.ParseIP(v); ip != nil {
+				ips = append(ips, ip)
+			}
+		}
+	}
+	for _, cidr := range strings.Split(cp.opts.ServiceCIDR, ",") {
+		if p, err := netip.ParsePrefix(cidr); err == nil {
+			ips = append(ips, net.IP(p.Masked().Addr().Next().AsSlice()))
+		}
+	}
+	return ips
 }

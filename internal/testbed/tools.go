@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -114,9 +115,23 @@ func runBuildScript(ctx context.Context, script string, args ...string) (string,
 	return dir, nil
 }
 
-func checkTools(dir string) error {
+func checkTools(dir string) error { return checkToolsNamed(dir, toolNames) }
+
+// toolNames are the binaries o needs.
+func (o Options) toolNames() []string {
+	names := slices.Clone(toolNames)
+	if o.ControllerManager != nil {
+		names = append(names, "kube-controller-manager")
+	}
+	if o.Scheduler {
+		names = append(names, "kube-scheduler")
+	}
+	return names
+}
+
+func checkToolsNamed(dir string, names []string) error {
 	var errs []error
-	for _, name := range toolNames {
+	for _, name := range names {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		switch {
 		case err != nil:

@@ -143,6 +143,8 @@ func TestLoadBalancer(t *testing.T) {
 		env.create(t, newService("share-c", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), key, withAnnotation(ipam.AnnotationLoadBalancerIPs, a.String())))
 		env.warning(t, "share-c", a.String())
 		env.expectNoAddress(t, "share-c")
+
+		env.testSharingKeyStaysInItsNamespace(t, a, "team-a")
 	})
 
 	t.Run("a dual-stack service carries traffic on both addresses", func(t *testing.T) {
@@ -181,6 +183,8 @@ func TestLoadBalancer(t *testing.T) {
 			t.Fatalf("reuse got %s, want the freed %s", got, vip)
 		}
 	})
+
+	t.Run("an address a reload leaves outside its pool is kept and reported until the range is back", env.testOrphanedAddress)
 
 	t.Run("restarting the controller manager writes nothing and duplicates nothing", func(t *testing.T) {
 		services := []string{"web", "local", "pinned", "share-a", "share-b", "dual", "reuse"}

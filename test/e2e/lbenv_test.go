@@ -40,6 +40,8 @@ type lbEnv struct {
 	outsider *lab.Host
 	stateDir string
 	nextPort int32
+	// ccmMetricsPort serves the controller manager's /metrics (ccmMetric).
+	ccmMetricsPort int
 }
 
 func startLBEnv(t *testing.T) *lbEnv {
@@ -56,6 +58,7 @@ func startLBEnv(t *testing.T) *lbEnv {
 		ports = append(ports, uint16(p))
 	}
 	dir := t.TempDir()
+	metricsPort := freePort(t)
 	e, err := sandbox.Start(t.Context(), sandbox.Options{
 		Dir:              dir,
 		ToolsDir:         tools,
@@ -63,6 +66,7 @@ func startLBEnv(t *testing.T) *lbEnv {
 		Clients:          []string{"client", "outsider"},
 		NodeSim:          sandbox.NodeSim{TCPPorts: ports, UDPPorts: []uint16{nodePortUDP}, HealthPorts: []uint16{healthNodePort}},
 		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\n",
+		ExtraCCMArgs:     ccmMetricArgs(metricsPort),
 		Logf:             t.Logf,
 	})
 	if err != nil {
@@ -84,7 +88,7 @@ func startLBEnv(t *testing.T) *lbEnv {
 	return &lbEnv{
 		Env: e, client: e.Client, cp: e.CP, dyn: dyn,
 		lb: e.LBs[0], nodes: e.Nodes, inside: e.Clients["client"], outsider: e.Clients["outsider"],
-		stateDir: e.StateDir, nextPort: firstNodePort,
+		stateDir: e.StateDir, nextPort: firstNodePort, ccmMetricsPort: metricsPort,
 	}
 }
 

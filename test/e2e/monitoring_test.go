@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -172,17 +171,6 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 		}
 	})
 	return &lbEnv{Env: e, client: e.Client, cp: e.CP, lb: e.LBs[0], nodes: e.Nodes, stateDir: e.StateDir, nextPort: firstNodePort}, ccmPort
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // agentMetrics is the /metrics page of LB host i's agent ("" when it does

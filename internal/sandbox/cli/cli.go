@@ -12,13 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
@@ -29,13 +28,12 @@ const (
 )
 
 type upOptions struct {
-	dir      string
-	nodes    int
-	lbHosts  int
-	pool4    string
-	subnet4  string
-	subnet6  string
-	httpPort uint16
+	dir     string
+	workers int
+	lbHosts int
+	pool4   string
+	subnet4 string
+	subnet6 string
 }
 
 // NewCommand returns the groundcloud-sandbox command.
@@ -43,10 +41,10 @@ func NewCommand() *cobra.Command {
 	dir := "/tmp/groundcloud-sandbox"
 	root := &cobra.Command{
 		Use:          "groundcloud-sandbox",
-		Short:        "A whole groundcloud installation on this machine, in network namespaces",
+		Short:        "A real Kubernetes cluster with groundcloud installed, on this machine, in network namespaces",
 		SilenceUsage: true,
 	}
-	root.PersistentFlags().StringVar(&dir, "dir", dir, "state directory: logs, kubeconfig, cloud-config")
+	root.PersistentFlags().StringVar(&dir, "dir", dir, "state directory: logs, kubeconfig, the nodes' state (not under /run, /var/lib or /var/log)")
 
 	o := &upOptions{}
 	up := &cobra.Command{
@@ -59,12 +57,11 @@ func NewCommand() *cobra.Command {
 			return up(ctx, o)
 		},
 	}
-	up.Flags().IntVar(&o.nodes, "nodes", 3, "simulated nodes")
-	up.Flags().IntVar(&o.lbHosts, "lb-hosts", 1, "load-balancer hosts, each running groundcloud-agent")
+	up.Flags().IntVar(&o.workers, "nodes", 2, "worker nodes (each a kubelet with containerd)")
+	up.Flags().IntVar(&o.lbHosts, "lb-hosts", 1, "load-balancer hosts: Nodes running the groundcloud-agent DaemonSet")
 	up.Flags().StringVar(&o.subnet4, "subnet", "", "IPv4 subnet of the sandbox network (default: the first of 198.51.100.0/24, 203.0.113.0/24, 100.127.200.0/24 that no route of this machine overlaps)")
 	up.Flags().StringVar(&o.subnet6, "subnet6", "2001:db8:5a::/64", "IPv6 subnet of the sandbox network")
 	up.Flags().StringVar(&o.pool4, "pool", "", "IPv4 range of the address pool (default: .200-.219 of the subnet)")
-	up.Flags().Uint16Var(&o.httpPort, "node-port", 30080, "NodePort of the example Service")
 
 	down := &cobra.Command{
 		Use:   "down",
@@ -83,7 +80,7 @@ func progress(format string, args ...any) {
 
 func up(ctx context.Context, o *upOptions) (err error) {
 	if os.Geteuid() != 0 {
-		return errors.New("the sandbox creates network namespaces and a link into them: run it as root")
+		return errors.New("the sandbox creates network namespaces, nodes and a link into them: run it as root")
 	}
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
@@ -97,86 +94,80 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	if err := sweep(o.dir); err != nil {
 		return err
 	}
-
-	if err := installTools(ctx); err != nil {
-		return err
-	}
-	if _, err := testbed.RepoRoot(); err != nil {
+	repo, err := testbed.RepoRoot()
+	if err != nil {
 		return fmt.Errorf("run the sandbox from a groundcloud checkout (make demo): %w", err)
 	}
-	progress("building kube-apiserver, etcd and kubectl (cached after the first run; ~5 minutes on 2 cores the first time)")
+	if err := installDeps(ctx, repo); err != nil {
+		return err
+	}
+	progress("building the pinned Kubernetes binaries (cached after the first run; several minutes on 2 cores the first time)")
 	tools, err := testbed.ToolsDir(ctx)
 	if err != nil {
 		return err
 	}
-	progress("building groundcloud-controller-manager, groundcloud-agent and groundcloud-nodesim")
-	bins, err := sandbox.BuildBinaries(ctx, filepath.Join(o.dir, "bin"))
-	if err != nil {
-		return err
-	}
-
 	subnet4, subnet6, err := chooseSubnets(o.subnet4, o.subnet6)
 	if err != nil {
 		return err
 	}
 	work := filepath.Join(o.dir, "run")
 	_ = os.RemoveAll(work)
-	env, err := sandbox.Start(ctx, sandbox.Options{
-		Dir:      work,
-		ToolsDir: tools,
-		Binaries: bins,
-		Nodes:    o.nodes, LBHosts: o.lbHosts,
+	c, err := cluster.Start(ctx, cluster.Options{
+		Dir: work, ToolsDir: tools, Repo: repo,
+		Workers: o.workers, LBHosts: o.lbHosts,
 		Prefix:  labPrefix,
 		Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4,
-		NodeSim:        sandbox.NodeSim{HTTPPorts: []uint16{o.httpPort}},
-		RootLink:       rootLink,
-		HealthInterval: time.Second, HealthTimeout: 500 * time.Millisecond,
-		Logf: func(format string, args ...any) { progress(format, args...) },
+		RootLink: rootLink,
+		Logf:     func(format string, args ...any) { progress(format, args...) },
 	})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		progress("removing the sandbox")
-		if cerr := env.Close(); cerr != nil {
+		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 		_ = os.RemoveAll(work)
 		progress("sandbox removed")
 	}()
 
-	progress("creating the example LoadBalancer Service default/hello")
-	vip, err := exampleService(ctx, env, int32(o.httpPort))
+	progress("creating the example: Deployment and LoadBalancer Service default/hello, with kubectl apply")
+	ex, err := example(ctx, c, o.workers)
 	if err != nil {
 		return err
 	}
-	kubectl := filepath.Join(tools, "kubectl")
-	printSummary(vip, env.CP.AdminKubeconfig, kubectl, o.dir)
+	printSummary(c, ex, tools, o.dir)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
 }
 
-func printSummary(vip netip.Addr, kubeconfig, kubectl, dir string) {
+func printSummary(c *cluster.Cluster, ex exampleResult, tools, dir string) {
+	pods, _ := c.CP.Kubectl(context.Background(), "get", "pods", "-A", "-o", "wide")
 	fmt.Printf(`
-groundcloud sandbox is up.
+groundcloud sandbox is up: a Kubernetes cluster of %[1]d nodes in network namespaces
+of this machine, groundcloud installed from deploy/.
 
-  Service default/hello has the address %[1]s. From this shell:
+$ kubectl get pods -A -o wide
+%[2]s
+  Service default/hello (%[3]s) has the address %[4]s. From this shell:
 
-    curl http://%[1]s/
+    curl http://%[4]s/
 
+  answers: %[5]s
   Kubernetes:
 
-    export KUBECONFIG=%[2]s
-    alias kubectl=%[3]s
+    export KUBECONFIG=%[6]s
+    alias kubectl=%[7]s
     kubectl get nodes -o wide
-    kubectl get svc
-    kubectl get loadbalancers -A
+    kubectl get svc,loadbalancers -A
+    kubectl -n kube-system logs deploy/groundcloud-controller-manager
 
-  Logs: %[4]s/run/*.log
+  Logs: %[8]s/run/ (control-plane/, nodes/<node>/)
 
 Press Ctrl-C to remove everything.
-`, vip, kubeconfig, kubectl, dir)
+`, len(c.Nodes), pods, ex.manifest, ex.vip, ex.answer, c.CP.AdminKubeconfig, filepath.Join(tools, "kubectl"), dir)
 }
 
 // lockPath is the machine-wide lock: one sandbox at a time, because its
@@ -274,25 +265,13 @@ func hostPrefixes() ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// installTools installs nftables and iproute2 when missing.
-func installTools(ctx context.Context) error {
-	var need []string
-	for bin, pkg := range map[string]string{"nft": "nftables", "ip": "iproute2"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			need = append(need, pkg)
-		}
-	}
-	if len(need) == 0 {
-		return nil
-	}
-	progress("installing %s", strings.Join(need, " "))
-	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, need...)} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("apt-get %s: %w (install %s yourself)", args[0], err, strings.Join(need, " "))
-		}
+// installDeps runs hack/install-deps.sh (as make deps does): nftables,
+// iproute2, containerd, runc and the CNI plugins when missing.
+func installDeps(ctx context.Context, repo string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(repo, "hack", "install-deps.sh"))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("hack/install-deps.sh: %w", err)
 	}
 	return nil
 }

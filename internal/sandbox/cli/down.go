@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/lab"
 )
 
@@ -64,12 +65,14 @@ func runningSandbox() (int, string, bool) {
 func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 // sweep removes what a sandbox may have left: processes whose command line
-// names dir's work directory (our binaries, etcd, kube-apiserver),
-// namespaces with the sandbox's prefix, the link into them, and the work
-// directory. Only the lock holder, or Down when nobody holds it, calls it.
+// names dir's work directory (the control plane, kubelets, containerd and
+// its shims), the nodes with the sandbox's prefix and their Pods, the link
+// into them, and the work directory. Only the lock holder, or Down when nobody holds it, calls it.
 func sweep(dir string) error {
 	killProcessesNaming(filepath.Join(dir, "run"))
-	if err := lab.Sweep(labPrefix); err != nil {
+	// The nodes' namespaces and processes, their Pods' processes and
+	// cgroups, and the machine-wide settings their kubelets changed.
+	if err := cluster.Sweep(labPrefix); err != nil {
 		return err
 	}
 	if err := lab.UnlinkRoot(rootLink); err != nil {

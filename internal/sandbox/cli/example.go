@@ -6,56 +6,62 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/internal/cluster"
 )
 
-// exampleService creates default/hello, waits for its address and until
-// an HTTP request from this machine's shell gets through, and returns the
-// address.
-func exampleService(ctx context.Context, env *sandbox.Env, nodePort int32) (netip.Addr, error) {
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
-		Spec: v1.ServiceSpec{
-			Type:     v1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": "hello"},
-			Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: nodePort}},
-		},
-	}
-	if _, err := env.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return netip.Addr{}, fmt.Errorf("create the example Service: %w", err)
-	}
-	var vip netip.Addr
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		s, err := env.Client.CoreV1().Services("default").Get(ctx, "hello", metav1.GetOptions{})
-		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
-			return false, nil
-		}
-		vip, err = netip.ParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
-		return err == nil, nil
-	})
+// exampleResult is what the summary shows of the example.
+type exampleResult struct {
+	manifest string // its path
+	vip      netip.Addr
+	answer   string // the first answer through the address
+}
+
+// example applies default/hello (a Deployment of groundcloud-echo with one
+// replica per worker, and a LoadBalancer Service in front of it) with
+// kubectl, as a user would, waits for its address and until a request from
+// this machine's shell is answered by one of its Pods.
+func example(ctx context.Context, c *cluster.Cluster, replicas int) (exampleResult, error) {
+	res := exampleResult{manifest: filepath.Join(c.Opts.Dir, "hello.yaml")}
+	manifest, err := c.ExampleManifest("default", "hello", int32(replicas))
 	if err != nil {
-		return vip, fmt.Errorf("the example Service got no address (see the controller manager's log): %w", err)
+		return res, err
 	}
-	progress("default/hello has address %s; waiting until it answers", vip)
-	client := &http.Client{Timeout: 2 * time.Second}
-	url := "http://" + netip.AddrPortFrom(vip, 80).String() + "/"
+	if err := os.WriteFile(res.manifest, []byte(manifest), 0o644); err != nil {
+		return res, err
+	}
+	out, err := c.CP.Kubectl(ctx, "apply", "-f", res.manifest)
+	if err != nil {
+		return res, fmt.Errorf("kubectl apply -f %s: %w", res.manifest, err)
+	}
+	progress("%s", strings.TrimSpace(string(out)))
+	if err := c.WaitDeploymentReady(ctx, "default", "hello"); err != nil {
+		return res, err
+	}
+	if res.vip, err = c.WaitLoadBalancerIP(ctx, "default", "hello"); err != nil {
+		return res, fmt.Errorf("%w (see the controller manager's log: kubectl -n kube-system logs deploy/groundcloud-controller-manager)", err)
+	}
+	progress("default/hello has address %s; waiting until it answers", res.vip)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://" + netip.AddrPortFrom(res.vip, 80).String() + "/"
 	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		resp, err := client.Get(url)
 		if err != nil {
 			return false, nil
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		res.answer = string(body)
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return vip, fmt.Errorf("%s does not answer (see the agent's log): %w", url, err)
+		return res, fmt.Errorf("%s does not answer (see the agent's log: kubectl -n kube-system logs ds/groundcloud-agent): %w", url, err)
 	}
-	return vip, nil
+	return res, nil
 }

@@ -1,28 +1,31 @@
-package manifests
+package images
 
 import (
 	"slices"
 	"strings"
 )
 
-// A small reader of Dockerfiles and shell command lines, enough to check
-// what our Dockerfiles build; not a general parser.
+// A small reader of Dockerfiles and shell command lines, enough for what
+// our Dockerfiles do (and for their tests to check it); not a general
+// parser.
 
-// stage is one FROM and the instructions after it.
-type stage struct {
-	from, name string
-	instrs     []instruction
+// Stage is one FROM and the instructions after it.
+type Stage struct {
+	// From is the base image; Name the stage's name after AS, if any.
+	From, Name string
+	Instrs     []Instruction
 }
 
-type instruction struct {
-	cmd  string // upper case
-	args string
+// Instruction is one instruction, continued lines joined.
+type Instruction struct {
+	Cmd  string // upper case
+	Args string
 }
 
-// parseDockerfile joins continued lines, drops comments and blank lines and
+// ParseDockerfile joins continued lines, drops comments and blank lines and
 // splits the instructions into stages.
-func parseDockerfile(data string) []stage {
-	var stages []stage
+func ParseDockerfile(data string) []Stage {
+	var stages []Stage
 	var cur strings.Builder
 	flush := func() {
 		line := strings.TrimSpace(cur.String())
@@ -31,18 +34,18 @@ func parseDockerfile(data string) []stage {
 			return
 		}
 		cmd, args, _ := strings.Cut(line, " ")
-		in := instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
-		if in.cmd == "FROM" {
-			f := strings.Fields(in.args)
-			st := stage{from: f[0]}
+		in := Instruction{Cmd: strings.ToUpper(cmd), Args: strings.TrimSpace(args)}
+		if in.Cmd == "FROM" {
+			f := strings.Fields(in.Args)
+			st := Stage{From: f[0]}
 			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
-				st.name = f[2]
+				st.Name = f[2]
 			}
 			stages = append(stages, st)
 			return
 		}
 		if len(stages) > 0 {
-			stages[len(stages)-1].instrs = append(stages[len(stages)-1].instrs, in)
+			stages[len(stages)-1].Instrs = append(stages[len(stages)-1].Instrs, in)
 		}
 	}
 	for line := range strings.Lines(data) {
@@ -61,40 +64,42 @@ func parseDockerfile(data string) []stage {
 	return stages
 }
 
-// env reports whether an ENV instruction of the stage sets name=value.
-func (s stage) env(name, value string) bool {
-	for _, in := range s.instrs {
-		if in.cmd != "ENV" {
+// EnvVars returns what the stage's ENV instructions set, in order (a later
+// one wins).
+func (s Stage) EnvVars() map[string]string {
+	env := map[string]string{}
+	for _, in := range s.Instrs {
+		if in.Cmd != "ENV" {
 			continue
 		}
-		for _, f := range shellFields(in.args) {
-			if f == name+"="+value {
-				return true
+		for _, f := range ShellFields(in.Args) {
+			if name, value, ok := strings.Cut(f, "="); ok {
+				env[name] = value
 			}
 		}
 	}
-	return false
+	return env
 }
 
-// last returns the arguments of the stage's last instruction cmd.
-func (s stage) last(cmd string) string {
-	for _, in := range slices.Backward(s.instrs) {
-		if in.cmd == cmd {
-			return in.args
+// Last returns the arguments of the stage's last instruction cmd.
+func (s Stage) Last(cmd string) string {
+	for _, in := range slices.Backward(s.Instrs) {
+		if in.Cmd == cmd {
+			return in.Args
 		}
 	}
 	return ""
 }
 
-// aptPackages lists what `apt-get install` installs in the stage; options
+// AptPackages lists what `apt-get install` installs in the stage; options
 // are dropped.
-func (s stage) aptPackages() []string {
+func (s Stage) AptPackages() []string {
 	var pkgs []string
-	for _, in := range s.instrs {
-		if in.cmd != "RUN" {
+	for _, in := range s.Instrs {
+		if in.Cmd != "RUN" {
 			continue
 		}
-		for _, c := range shellCommands(in.args) {
+		for _, c := range ShellCommands(in.Args) {
 			if len(c) >= 2 && c[0] == "apt-get" && c[1] == "install" {
 				for _, a := range c[2:] {
 					if !strings.HasPrefix(a, "-") {
@@ -107,16 +112,16 @@ func (s stage) aptPackages() []string {
 	return pkgs
 }
 
-// findGoBuild returns the stage running go build, and its go builds.
-func findGoBuild(stages []stage) (stage, []goBuild) {
-	var found stage
-	var builds []goBuild
+// FindGoBuild returns the stage running go build, and its go builds.
+func FindGoBuild(stages []Stage) (Stage, []GoBuild) {
+	var found Stage
+	var builds []GoBuild
 	for _, st := range stages {
-		for _, in := range st.instrs {
-			if in.cmd != "RUN" {
+		for _, in := range st.Instrs {
+			if in.Cmd != "RUN" {
 				continue
 			}
-			if b := goBuilds(in.args); len(b) > 0 {
+			if b := GoBuilds(in.Args); len(b) > 0 {
 				found, builds = st, append(builds, b...)
 			}
 		}
@@ -124,12 +129,15 @@ func findGoBuild(stages []stage) (stage, []goBuild) {
 	return found, builds
 }
 
-// goBuild is one `go build` command.
-type goBuild struct {
-	env      map[string]string // NAME=value assignments before it
-	flags    []string
-	output   string
-	packages []string
+// GoBuild is one `go build` command.
+type GoBuild struct {
+	// Env holds the NAME=value assignments before it.
+	Env map[string]string
+	// Flags are the flags, each one word ("-o=/out/x", "-ldflags=-s -w").
+	Flags []string
+	// Output is the value of -o.
+	Output   string
+	Packages []string
 }
 
 // goFlagsWithValue are go build flags whose value may be the next word.
@@ -139,10 +147,10 @@ var goFlagsWithValue = []string{
 	"-toolexec", "-covermode", "-coverpkg", "-exec",
 }
 
-// goBuilds finds the go build commands of a shell command line.
-func goBuilds(line string) []goBuild {
-	var out []goBuild
-	for _, words := range shellCommands(line) {
+// GoBuilds finds the go build commands of a shell command line.
+func GoBuilds(line string) []GoBuild {
+	var out []GoBuild
+	for _, words := range ShellCommands(line) {
 		env := map[string]string{}
 		for len(words) > 0 && strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") {
 			name, value, _ := strings.Cut(words[0], "=")
@@ -152,24 +160,24 @@ func goBuilds(line string) []goBuild {
 		if len(words) < 2 || words[0] != "go" || words[1] != "build" {
 			continue
 		}
-		b := goBuild{env: env}
+		b := GoBuild{Env: env}
 		args := words[2:]
 		for i := 0; i < len(args); i++ {
 			a := args[i]
 			switch {
 			case !strings.HasPrefix(a, "-"):
-				b.packages = append(b.packages, a)
+				b.Packages = append(b.Packages, a)
 			case slices.Contains(goFlagsWithValue, a) && i+1 < len(args):
 				if a == "-o" {
-					b.output = args[i+1]
+					b.Output = args[i+1]
 				}
-				b.flags = append(b.flags, a+"="+args[i+1])
+				b.Flags = append(b.Flags, a+"="+args[i+1])
 				i++
 			default:
 				if v, ok := strings.CutPrefix(a, "-o="); ok {
-					b.output = v
+					b.Output = v
 				}
-				b.flags = append(b.flags, a)
+				b.Flags = append(b.Flags, a)
 			}
 		}
 		out = append(out, b)
@@ -177,12 +185,12 @@ func goBuilds(line string) []goBuild {
 	return out
 }
 
-// shellCommands splits a command line into simple commands at &&, ||, ;
+// ShellCommands splits a command line into simple commands at &&, ||, ;
 // and |, each a list of words.
-func shellCommands(line string) [][]string {
+func ShellCommands(line string) [][]string {
 	var cmds [][]string
 	var cur []string
-	for _, w := range shellFields(line) {
+	for _, w := range ShellFields(line) {
 		switch w {
 		case "&&", "||", ";", "|":
 			if len(cur) > 0 {
@@ -199,9 +207,9 @@ func shellCommands(line string) [][]string {
 	return cmds
 }
 
-// shellFields splits words as a POSIX shell would for plain words, single
+// ShellFields splits words as a POSIX shell would for plain words, single
 // and double quotes and backslashes; a trailing ; is its own word.
-func shellFields(s string) []string {
+func ShellFields(s string) []string {
 	var words []string
 	var w strings.Builder
 	inWord := false

@@ -1,4 +1,4 @@
-package e2e
+package clustertest
 
 import (
 	"bufio"
@@ -15,20 +15,26 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/groundcloud/groundcloud/internal/cluster"
 )
 
-var sandboxBinary = func() string { return filepath.Join(filepath.Dir(ccmBinary), "groundcloud-sandbox") }
-
 // TestSandbox runs the README's first command as a user would: `up` ends
-// with a curl line that works from this machine's shell; a second `up`
-// says one is running; Ctrl-C removes every namespace, link, nftables
-// table and process; after a crash, `down` does.
+// with a curl line that works from this machine's shell, answered by the
+// example's Pods on both workers; a second `up` says one is running;
+// Ctrl-C leaves the machine as it was (namespaces, links, addresses,
+// routes, ruleset, sysctls, mounts, processes, cgroups); after a crash,
+// `down` does.
 func TestSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs the whole sandbox")
 	}
 	dir := t.TempDir()
-	t.Cleanup(func() { _ = exec.Command(sandboxBinary(), "down", "--dir", dir).Run() })
+	t.Cleanup(func() { _ = exec.Command(sandboxBinary, "down", "--dir", dir).Run() })
+	before, err := cluster.TakeHostState(t.Context(), sandboxNetns)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	up, url := startSandbox(t, dir)
 	nodes := map[string]bool{}
@@ -41,15 +47,16 @@ func TestSandbox(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if f := strings.Fields(string(body)); len(f) > 2 && f[0] == "hello" {
-			nodes[f[2]] = true
+		// "hello from <pod> on <node> (you are <address>)"
+		if f := strings.Fields(string(body)); len(f) > 4 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
+			nodes[f[4]] = true
 		}
 	}
-	if len(nodes) != 3 {
-		t.Errorf("requests through %s reached %v, want the 3 nodes", url, nodes)
+	if len(nodes) != 2 {
+		t.Errorf("requests through %s reached Pods on %v, want Pods on both workers", url, nodes)
 	}
 
-	second := exec.Command(sandboxBinary(), "up", "--dir", t.TempDir())
+	second := exec.Command(sandboxBinary, "up", "--dir", t.TempDir())
 	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "already running") {
 		t.Errorf("second up: %v\n%s", err, out)
@@ -60,6 +67,7 @@ func TestSandbox(t *testing.T) {
 	}
 	waitExit(t, up, 0)
 	expectNothingLeft(t, dir)
+	expectAsBefore(t, before)
 
 	// A crash leaves namespaces, the link and processes; down removes them.
 	up, _ = startSandbox(t, dir)
@@ -70,17 +78,34 @@ func TestSandbox(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || !bytes.Contains(out, []byte("gcsandbox-")) {
 		t.Logf("after the crash, namespaces: %s", out)
 	}
-	down, err := exec.Command(sandboxBinary(), "down", "--dir", dir).CombinedOutput()
+	down, err := exec.Command(sandboxBinary, "down", "--dir", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("down: %v\n%s", err, down)
 	}
 	expectNothingLeft(t, dir)
+	expectAsBefore(t, before)
+}
+
+// sandboxNetns picks the sandbox's named namespaces among those of the
+// machine (others come and go with other tests).
+func sandboxNetns(name string) bool { return strings.HasPrefix(name, "gcsandbox-") }
+
+// expectAsBefore compares the machine's state with before.
+func expectAsBefore(t *testing.T, before cluster.HostState) {
+	t.Helper()
+	after, err := cluster.TakeHostState(context.Background(), sandboxNetns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range before.Diff(after) {
+		t.Errorf("the machine differs: %s", d)
+	}
 }
 
 // startSandbox starts `up` and waits for its curl line.
 func startSandbox(t *testing.T, dir string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(sandboxBinary(), "up", "--dir", dir)
+	cmd := exec.Command(sandboxBinary, "up", "--dir", dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +173,9 @@ func expectNothingLeft(t *testing.T, dir string) {
 	}
 	if out, _ := exec.CommandContext(ctx, "nft", "list", "tables").Output(); bytes.Contains(out, []byte("groundcloud")) {
 		t.Errorf("nftables tables left in the root namespace:\n%s", out)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*/groundcloud.gcsandbox"); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
 	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

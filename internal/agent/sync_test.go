@@ -1,0 +1,287 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
+	"sigs.k8s.io/knftables"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/membership"
+)
+
+// testAgent is an agent over a fake apiserver holding lbs.
+func testAgent(t *testing.T, cfg Config, lbs ...*v1alpha1.LoadBalancer) *Agent {
+	t.Helper()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{lbapi.Resource: "LoadBalancerList"})
+	for _, lb := range lbs {
+		if _, err := lbapi.NewClient(dyn).Create(t.Context(), lb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Host, cfg.Dynamic = "lb-1", dyn
+	if cfg.Addresses == nil {
+		cfg.Addresses = noAddresses{}
+	}
+	if cfg.Owner == nil && cfg.Cluster == nil {
+		cfg.Owner = AllAddresses{}
+	}
+	if cfg.MinSync == 0 {
+		cfg.MinSync, cfg.MaxSync = 10*time.Millisecond, time.Minute
+	}
+	if cfg.AnnounceEach == 0 {
+		cfg.AnnounceEach = time.Hour
+	}
+	return New(cfg)
+}
+
+// startInformer fills the agent's cache, for tests that call sync directly.
+func startInformer(t *testing.T, a *Agent) {
+	t.Helper()
+	go a.informer.RunWithContext(t.Context())
+	if !cache.WaitForCacheSync(t.Context().Done(), a.informer.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+}
+
+// runAgent runs the agent until the test ends.
+func runAgent(t *testing.T, a *Agent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+type noAddresses struct{}
+
+func (noAddresses) Set(context.Context, []netip.Addr) error { return nil }
+func (noAddresses) Announce(context.Context)                {}
+func (noAddresses) Cleanup(context.Context) error           { return nil }
+
+// observingCluster is a Cluster of one that records what syncs tell it.
+type observingCluster struct {
+	AllAddresses
+	mu  sync.Mutex
+	obs []membership.Observation
+}
+
+func (c *observingCluster) Run(ctx context.Context, _ membership.Hooks) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (c *observingCluster) Observe(o membership.Observation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.obs = append(c.obs, o)
+}
+
+func (c *observingCluster) Status() membership.Status {
+	return membership.Status{State: membership.StateReady}
+}
+
+// failingConntrack fails every deletion.
+type failingConntrack struct{ calls int }
+
+func (f *failingConntrack) DeleteUDPFlows(context.Context, []dataplane.Flow) error {
+	f.calls++
+	return errors.New("injected conntrack failure")
+}
+
+// A failed conntrack clean-up neither fails the sync nor makes the host
+// unhealthy (which would drop its addresses); it is counted and retried.
+func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
+	udp := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Ports = []v1alpha1.Port{{Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053}}
+		lb.Spec.HealthCheck = nil
+	}
+	ct := &failingConntrack{}
+	cluster := &observingCluster{}
+	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), knftables.NewFake(knftables.IPv6Family, dataplane.TableName), ct)
+	lb := newLB("dns", udp)
+	a := testAgent(t, Config{DataPlane: syncer, Cluster: cluster}, lb)
+	startInformer(t, a)
+	if err := a.sync(t.Context()); err != nil {
+		t.Fatalf("first sync: %v", err)
+	}
+
+	// node-2 leaves: its UDP flows are stale, and deleting them fails.
+	lb.Spec.Backends = lb.Spec.Backends[:1]
+	lb.Generation++
+	if _, err := lbapi.NewClient(a.cfg.Dynamic).Update(t.Context(), lb); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cache to see the update", func() bool {
+		cur, err := a.lister.Get("default", "dns")
+		return err == nil && len(cur.Spec.Backends) == 1
+	})
+	RegisterMetrics() // unregistered metrics do not count
+	before, _ := testutil.GetCounterMetricValue(conntrackCleanupErrors.WithLabelValues(cleanupStaleUDP))
+	if err := a.sync(t.Context()); err != nil {
+		t.Errorf("the sync failed because the conntrack clean-up did: %v", err)
+	}
+	if ct.calls == 0 {
+		t.Fatal("no conntrack clean-up was attempted")
+	}
+	cluster.mu.Lock()
+	last := cluster.obs[len(cluster.obs)-1]
+	cluster.mu.Unlock()
+	if last.DataPlaneErr != nil {
+		t.Errorf("the host reports its data plane failed (it would drop its addresses): %v", last.DataPlaneErr)
+	}
+	after, _ := testutil.GetCounterMetricValue(conntrackCleanupErrors.WithLabelValues(cleanupStaleUDP))
+	if after != before+1 {
+		t.Errorf("conntrack_cleanup_errors_total{kind=stale-udp} went from %v to %v, want one more", before, after)
+	}
+	calls := ct.calls
+	if err := a.sync(t.Context()); err != nil {
+		t.Errorf("sync: %v", err)
+	}
+	if ct.calls == calls {
+		t.Error("the failed clean-up is not retried by the next sync")
+	}
+}
+
+// recordingDataPlane records the States it is given; while block is set,
+// Sync waits for it to be closed.
+type recordingDataPlane struct {
+	mu     sync.Mutex
+	states []dataplane.State
+	block  chan struct{}
+}
+
+func (d *recordingDataPlane) Sync(ctx context.Context, st dataplane.State) (dataplane.Result, error) {
+	d.mu.Lock()
+	d.states = append(d.states, st)
+	block := d.block
+	d.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+	}
+	return dataplane.Result{}, nil
+}
+
+func (d *recordingDataPlane) ForceFullSync()                {}
+func (d *recordingDataPlane) Cleanup(context.Context) error { return nil }
+
+func (d *recordingDataPlane) synced() []dataplane.State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]dataplane.State(nil), d.states...)
+}
+
+// healthServer answers health checks on addr:port with code.
+func healthServer(t *testing.T, addr string, port int, code int) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A new LoadBalancer's nodes are programmed only as their first probe says:
+// a node whose health check fails (externalTrafficPolicy Local, no
+// endpoint there) never gets new flows, not even before its probes.
+func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
+	// node-1 (127.0.0.1) has no endpoint: 503; node-2 (127.0.0.2) has one.
+	port := healthServer(t, "127.0.0.1", 0, http.StatusServiceUnavailable)
+	healthServer(t, "127.0.0.2", port, http.StatusOK)
+	local := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Backends = []v1alpha1.Backend{
+			{NodeName: "node-1", Addresses: []string{"127.0.0.1"}},
+			{NodeName: "node-2", Addresses: []string{"127.0.0.2"}},
+		}
+		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: int32(port), Path: "/healthz"}
+		lb.Spec.ExternalTrafficPolicy = "Local"
+	}
+	dp := &recordingDataPlane{}
+	a := testAgent(t, Config{DataPlane: dp, Health: health.Options{Interval: time.Minute, Timeout: 10 * time.Second, FailureThreshold: 2}}, newLB("local", local))
+	runAgent(t, a)
+	waitFor(t, "a first sync", func() bool { return len(dp.synced()) > 0 })
+	for i, st := range dp.synced() {
+		for _, svc := range st.Services {
+			for _, b := range svc.Backends {
+				if want := b.Node == "node-2"; b.Healthy != want {
+					t.Errorf("sync %d programmed %s with healthy=%v, want %v", i+1, b.Node, b.Healthy, want)
+				}
+			}
+		}
+	}
+}
+
+// /healthz follows the sync loop: it fails while a sync hangs, and is ok
+// again once the loop moves.
+func TestHealthzFailsWhileTheSyncLoopIsStuck(t *testing.T) {
+	dp := &recordingDataPlane{block: make(chan struct{})}
+	a := testAgent(t, Config{DataPlane: dp, MinSync: 10 * time.Millisecond, MaxSync: 100 * time.Millisecond}, newLB("web", func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	if err := serveMetrics(t.Context(), addr, false, a.Stuck); err != nil {
+		t.Fatal(err)
+	}
+	healthz := func() int {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := healthz(); code != http.StatusOK {
+		t.Errorf("/healthz before the agent runs: %d, want 200", code)
+	}
+	runAgent(t, a)
+	waitFor(t, "/healthz to fail while the first sync hangs", func() bool { return healthz() == http.StatusInternalServerError })
+	dp.mu.Lock()
+	close(dp.block)
+	dp.block = nil
+	dp.mu.Unlock()
+	waitFor(t, "/healthz to be ok once syncs run", func() bool { return healthz() == http.StatusOK })
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,280 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// cniBinDir is where Debian's containernetworking-plugins installs the
+// plugins.
+const cniBinDir = "/usr/lib/cni"
+
+// Cluster is a running cluster. Its exported fields are read-only.
+type Cluster struct {
+	Opts   Options
+	CP     *testbed.ControlPlane
+	Client kubernetes.Interface
+	Lab    *lab.Lab
+	// Nodes are the load-balancer hosts, then the workers.
+	Nodes   []*Node
+	Clients map[string]*lab.Host
+	Images  Images
+	// APIServer is where nodes and Pods reach the apiserver: the
+	// kubernetes Service's endpoint, an address on every node's loopback
+	// that the test bed relays to the apiserver on the machine's 127.0.0.1.
+	APIServer netip.AddrPort
+	// CloudConfig is the controller manager's cloud-config, as stored in
+	// Secret kube-system/groundcloud-cloud-config.
+	CloudConfig string
+
+	lock    *hostLock
+	closers []func() error
+	// nodeNetns identify the nodes' network namespaces as /proc/<pid>/ns/net
+	// reads ("net:[<inode>]"), to find what was left in them.
+	nodeNetns []string
+}
+
+// Start starts a cluster: the control plane with kube-controller-manager
+// and kube-scheduler, every node with containerd and a kubelet
+// --cloud-provider=external, kube-proxy as a DaemonSet, groundcloud
+// installed from deploy/ (and deploy/router/) as a user installs it. It
+// returns once every node is Ready and initialised by groundcloud's
+// controller manager and every component runs. On error everything
+// started is removed.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	opts = opts.withDefaults()
+	if opts.Repo == "" {
+		if opts.Repo, err = testbed.RepoRoot(); err != nil {
+			return nil, err
+		}
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c := &Cluster{Opts: opts, Clients: map[string]*lab.Host{}}
+	defer func() {
+		if err != nil {
+			c.logf("cluster: start failed: %v; the cluster as it was:\n%s", err, c.describe())
+			err = errors.Join(err, c.Close())
+		}
+	}()
+	began := time.Now()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if c.lock, err = lockHost(ctx, opts.Dir); err != nil {
+		return nil, err
+	}
+	if err := saveSysctls(); err != nil {
+		return nil, err
+	}
+	c.logf("building images from deploy/images/ and the test bed's own")
+	if c.Images, err = buildImages(ctx, opts.Repo, opts.ToolsDir, filepath.Join(opts.Dir, "images")); err != nil {
+		return nil, err
+	}
+	if err := c.startHosts(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startControlPlane(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.install(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	c.logf("cluster ready in %v", time.Since(began).Round(time.Second))
+	return c, nil
+}
+
+func (c *Cluster) logf(format string, args ...any) { c.Opts.Logf(format, args...) }
+
+// dualStack reports whether the cluster has IPv6 as well.
+func (c *Cluster) dualStack() bool {
+	cidrs, _ := parseCIDRs("", c.Opts.ClusterCIDR)
+	return len(cidrs) == 2
+}
+
+func (c *Cluster) apiserverURL() string { return "https://" + c.APIServer.String() }
+
+// startHosts makes the lab: a host per node (forwarding on, as on any
+// node) and the clients.
+func (c *Cluster) startHosts(ctx context.Context) error {
+	o := c.Opts
+	l, err := lab.New(ctx, lab.Options{Prefix: o.Prefix, Subnet4: o.Subnet4, Subnet6: o.Subnet6})
+	if err != nil {
+		return err
+	}
+	c.Lab = l
+	c.closers = append(c.closers, l.Close)
+	prefix := "/groundcloud." + l.Prefix
+	add := func(name string, lb bool) error {
+		h, err := l.AddHost(ctx, name, lab.HostOptions{Forwarding: true})
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join("/run/netns", h.Netns), &st); err != nil {
+			return err
+		}
+		c.nodeNetns = append(c.nodeNetns, fmt.Sprintf("net:[%d]", st.Ino))
+		dir := filepath.Join(o.Dir, "nodes", name)
+		c.Nodes = append(c.Nodes, &Node{
+			Name: name, Host: h, LoadBalancer: lb, Dir: dir,
+			paths: nodePaths{dir: dir}, cgroupRoot: prefix + "/" + name,
+		})
+		return nil
+	}
+	for i := 1; i <= o.LBHosts; i++ {
+		if err := add("lb-"+strconv.Itoa(i), true); err != nil {
+			return err
+		}
+	}
+	for i := 1; i <= o.Workers; i++ {
+		if err := add("node-"+strconv.Itoa(i), false); err != nil {
+			return err
+		}
+	}
+	for _, name := range o.Clients {
+		h, err := l.AddHost(ctx, name, lab.HostOptions{})
+		if err != nil {
+			return err
+		}
+		c.Clients[name] = h
+	}
+	if o.RootLink != "" {
+		if err := l.LinkRoot(ctx, o.RootLink); err != nil {
+			return err
+		}
+		c.closers = append(c.closers, func() error { return lab.UnlinkRoot(o.RootLink) })
+	}
+	return nil
+}
+
+// nodeUser is the apiserver user of a node's kubelet, which the Node
+// authorizer recognises.
+func nodeUser(name string) string { return "system:node:" + name }
+
+func (c *Cluster) startControlPlane(ctx context.Context) error {
+	users := []testbed.User{}
+	for _, n := range c.Nodes {
+		users = append(users, testbed.User{Name: nodeUser(n.Name), Groups: []string{"system:nodes"}})
+	}
+	c.logf("starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler")
+	cp, err := testbed.Start(ctx, testbed.Options{
+		BinDir:      c.Opts.ToolsDir,
+		Dir:         filepath.Join(c.Opts.Dir, "control-plane"),
+		ServiceCIDR: c.Opts.ServiceCIDR,
+		Users:       users,
+		ExtraAPIServerArgs: []string{
+			"--advertise-address=" + c.Opts.APIServerAddress.String(),
+			"--allow-privileged=true", // kube-proxy
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+		},
+		ControllerManager: &testbed.ControllerManagerOptions{ClusterCIDR: c.Opts.ClusterCIDR},
+		Scheduler:         true,
+		Logf:              c.Opts.Logf,
+	})
+	if err != nil {
+		return err
+	}
+	c.CP = cp
+	c.Client = cp.Client()
+	c.closers = append(c.closers, cp.Stop)
+	port, err := strconv.Atoi(cp.URL[len("https://127.0.0.1:"):])
+	if err != nil {
+		return fmt.Errorf("apiserver URL %s: %w", cp.URL, err)
+	}
+	c.APIServer = netip.AddrPortFrom(c.Opts.APIServerAddress, uint16(port))
+	return nil
+}
+
+// startNodes gives every node its way to the apiserver and to Services,
+// then starts them all at once.
+func (c *Cluster) startNodes(ctx context.Context) error {
+	svc, _ := parseCIDRs("", c.Opts.ServiceCIDR)
+	for _, n := range c.Nodes {
+		h := n.Host
+		if err := h.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), 32)); err != nil {
+			return err
+		}
+		f, err := h.Forward(context.Background(), c.APIServer.String(), c.CP.URL[len("https://"):])
+		if err != nil {
+			return err
+		}
+		c.closers = append(c.closers, f.Close)
+		// Processes on the host network reach Services by kube-proxy's
+		// DNAT in OUTPUT, after a route lookup that must succeed first:
+		// a node has no default route here.
+		for _, p := range svc {
+			if err := h.AddRoute(p, h.Iface); err != nil {
+				return err
+			}
+		}
+	}
+	c.logf("starting containerd and kubelet on %d nodes", len(c.Nodes))
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		c.closers = append(c.closers, n.stop)
+		wg.Go(func() { errs[i] = n.start(ctx, c) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Node returns the node with the given name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Logs lists the log files of the control plane and the nodes.
+func (c *Cluster) Logs() []string {
+	var logs []string
+	if c.CP != nil {
+		logs = append(logs, c.CP.Logs()...)
+	}
+	for _, n := range c.Nodes {
+		logs = append(logs, n.Logs()...)
+	}
+	return logs
+}
+
+// Close stops everything Start started, in reverse order, removes the
+// cgroups of the nodes, puts back the machine-wide settings the kubelets
+// changed and releases the machine-wide lock. It is idempotent.
+func (c *Cluster) Close() error {
+	var errs []error
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		errs = append(errs, c.closers[i]())
+	}
+	c.closers = nil
+	if c.lock != nil {
+		errs = append(errs, RestoreSysctls())
+		c.lock.unlock()
+		c.lock = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,33 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/groundcloud/groundcloud/internal/lab"
+)
+
+// Sweep removes what a cluster with lab prefix prefix left after a crash:
+// its Pods' processes and its cgroups (the lab's namespaces, and the
+// processes in them, are lab.Sweep's), and, unless another cluster is
+// running, the machine-wide settings its kubelets changed. It must not be
+// given the prefix of a cluster still running.
+func Sweep(prefix string) error {
+	var errs []error
+	// The nodes' kubelets and containerds first, so that nothing restarts
+	// a container while its cgroup is emptied.
+	errs = append(errs, lab.Sweep(prefix))
+	errs = append(errs, killCgroup("/groundcloud."+prefix))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if l, err := lockHost(ctx, "sweep of "+prefix); err == nil {
+		errs = append(errs, RestoreSysctls())
+		l.unlock()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sweep cluster %s: %w", prefix, err)
+	}
+	return nil
+}

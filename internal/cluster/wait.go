@@ -1,0 +1,173 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// readyTimeout bounds each wait of Start: generous, for a busy machine.
+const readyTimeout = 8 * time.Minute
+
+// waitReady waits for each node's pod CIDRs and gives the node its network
+// (as a network plugin's agent would), then for every node to be Ready
+// and initialised, then for every component to run.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	c.logf("waiting for pod CIDRs from node-ipam; writing each node's CNI configuration")
+	for _, n := range c.Nodes {
+		cidrs, err := c.waitPodCIDRs(ctx, n.Name)
+		if err != nil {
+			return err
+		}
+		if err := n.writeCNIConfig(cidrs); err != nil {
+			return err
+		}
+	}
+	c.logf("waiting for every node to be Ready and initialised by groundcloud-controller-manager")
+	if err := c.poll(ctx, "nodes Ready and initialised", c.nodesReady); err != nil {
+		return err
+	}
+	c.logf("waiting for kube-proxy, groundcloud-router, groundcloud-agent and groundcloud-controller-manager")
+	return c.poll(ctx, "components running", c.componentsReady)
+}
+
+// poll calls cond until it reports "" (done) or the timeout; the error then
+// says what cond last reported.
+func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Context) (string, error)) error {
+	last, lastErr := "not checked yet", error(nil)
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		missing, err := cond(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				lastErr = err
+			}
+			return false, nil
+		}
+		last, lastErr = missing, nil
+		return missing == "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: %s: %w; still missing: %s (last error: %v)", what, err, last, lastErr)
+	}
+	return nil
+}
+
+// describe is what an administrator would look at first: nodes, Pods and
+// warning events, as kubectl prints them.
+func (c *Cluster) describe() string {
+	if c.CP == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "nodes", "-o", "wide"},
+		{"get", "pods", "-A", "-o", "wide"},
+		{"get", "events", "-A", "--field-selector=type=Warning", "--sort-by=.lastTimestamp"},
+	} {
+		out, err := c.CP.Kubectl(ctx, args...)
+		fmt.Fprintf(&b, "$ kubectl %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	for _, log := range c.Logs() {
+		fmt.Fprintf(&b, "--- tail of %s\n%s\n", log, testbed.LogTail(log, 15))
+	}
+	return b.String()
+}
+
+func (c *Cluster) waitPodCIDRs(ctx context.Context, name string) ([]netip.Prefix, error) {
+	var cidrs []netip.Prefix
+	err := c.poll(ctx, "pod CIDRs of node "+name, func(ctx context.Context) (string, error) {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		cidrs = cidrs[:0]
+		for _, s := range node.Spec.PodCIDRs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return "", err
+			}
+			cidrs = append(cidrs, p)
+		}
+		if len(cidrs) == 0 {
+			return "no pod CIDRs yet", nil
+		}
+		return "", nil
+	})
+	return cidrs, err
+}
+
+// nodesReady reports the nodes not yet Ready, or not yet initialised
+// (provider ID set, the uninitialized taint gone).
+func (c *Cluster) nodesReady(ctx context.Context) (string, error) {
+	var missing []string
+	for _, n := range c.Nodes {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			missing = append(missing, n.Name+": "+err.Error())
+			continue
+		}
+		if !nodeReady(node) {
+			missing = append(missing, n.Name+" not Ready")
+		}
+		if node.Spec.ProviderID == "" || hasTaint(node, cloudapi.TaintExternalCloudProvider) {
+			missing = append(missing, n.Name+" not initialised")
+		}
+	}
+	return strings.Join(missing, "; "), nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// componentsReady reports the DaemonSets and Deployments of kube-system
+// that do not run everywhere they should yet.
+func (c *Cluster) componentsReady(ctx context.Context) (string, error) {
+	var missing []string
+	want := map[string]int32{"kube-proxy": int32(len(c.Nodes)), "groundcloud-router": int32(len(c.Nodes)), "groundcloud-agent": int32(c.Opts.LBHosts)}
+	for name, n := range want {
+		ds, err := c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if ds.Status.NumberReady != n || ds.Status.DesiredNumberScheduled != n {
+			missing = append(missing, fmt.Sprintf("DaemonSet %s: %d of %d ready (%d scheduled)", name, ds.Status.NumberReady, n, ds.Status.DesiredNumberScheduled))
+		}
+	}
+	d, err := c.Client.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "groundcloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if d.Spec.Replicas == nil || d.Status.ReadyReplicas != *d.Spec.Replicas {
+		missing = append(missing, fmt.Sprintf("Deployment groundcloud-controller-manager: %d ready", d.Status.ReadyReplicas))
+	}
+	return strings.Join(missing, "; "), nil
+}

@@ -1,0 +1,9 @@
+// Package echo is the test application of the real cluster's Pods (image
+// groundcloud-echo, built by the test bed): it tells every client which Pod
+// on which Node answered and where the client seemed to come from, over
+// HTTP and UDP, so that tests and the sandbox see where a connection
+// through a load balancer ended up.
+//
+// It must not: read anything but its flags and environment; answer
+// anything but what Answer says.
+package echo

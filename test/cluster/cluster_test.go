@@ -1,0 +1,299 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// TestCluster is the smoke test of the real cluster: kubelets and
+// containerd in every node, groundcloud installed from deploy/ as Pods. It
+// checks the installation, a kubelet-registered Node initialised by our
+// controller manager, a LoadBalancer carrying traffic to Pods, and the
+// agent's container killed and restarted by its kubelet; then that stopping
+// the cluster left the machine as it was.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs a real cluster")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end test: needs root")
+	}
+	tools, err := testbed.ToolsDir(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := lab.RunPrefix(lab.DefaultFamily)
+	mine := func(ns string) bool { return strings.HasPrefix(ns, prefix+"-") }
+	before, err := cluster.TakeHostState(t.Context(), mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), ToolsDir: tools, Prefix: prefix, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = c.Close()
+		}
+	})
+
+	t.Run("installed from deploy", func(t *testing.T) { checkInstalled(t, c) })
+	t.Run("node initialised", func(t *testing.T) { checkNodeInitialised(t, c, "node-1") })
+	var url string
+	t.Run("LoadBalancer to pods", func(t *testing.T) { url = checkLoadBalancer(t, c) })
+	t.Run("agent container killed", func(t *testing.T) {
+		if url == "" {
+			t.Skip("no LoadBalancer to check")
+		}
+		checkAgentRestart(t, c, url)
+	})
+	if t.Failed() {
+		for _, log := range c.Logs() {
+			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
+		}
+	}
+
+	closed = true
+	if err := c.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	t.Run("machine as before", func(t *testing.T) {
+		after, err := cluster.TakeHostState(context.Background(), mine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range append(before.Diff(after), c.Leftovers()...) {
+			t.Error(d)
+		}
+	})
+}
+
+// checkInstalled: our components run as Pods of deploy/'s workloads, from
+// the images built from deploy/images/: the controller manager's two
+// replicas on the Pod network, an agent on the host network of each
+// load-balancer host, a router on every node; kube-proxy on every node.
+func checkInstalled(t *testing.T, c *cluster.Cluster) {
+	pods, err := c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := map[string][]corev1.Pod{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			app := p.Labels["app.kubernetes.io/name"]
+			if app == "" {
+				app = p.Labels["k8s-app"]
+			}
+			running[app] = append(running[app], p)
+		}
+	}
+	want := []struct {
+		app         string
+		image       string
+		nodes       []string
+		hostNetwork bool
+	}{
+		{"groundcloud-controller-manager", c.Images.ControllerManager.Ref, nil, false},
+		{"groundcloud-agent", c.Images.Agent.Ref, []string{"lb-1"}, true},
+		{"groundcloud-router", c.Images.Router.Ref, []string{"lb-1", "node-1", "node-2"}, true},
+		{"kube-proxy", c.Images.KubeProxy.Ref, []string{"lb-1", "node-1", "node-2"}, true},
+	}
+	for _, w := range want {
+		ps := running[w.app]
+		var nodes []string
+		for _, p := range ps {
+			nodes = append(nodes, p.Spec.NodeName)
+			if got := p.Spec.Containers[0].Image; got != w.image {
+				t.Errorf("%s runs image %s, want %s", p.Name, got, w.image)
+			}
+			if p.Spec.HostNetwork != w.hostNetwork {
+				t.Errorf("%s: hostNetwork %t, want %t", p.Name, p.Spec.HostNetwork, w.hostNetwork)
+			}
+			if !w.hostNetwork && !podNetwork(c, p.Status.PodIP) {
+				t.Errorf("%s has address %s, outside the pod network %s", p.Name, p.Status.PodIP, c.Opts.ClusterCIDR)
+			}
+		}
+		slices.Sort(nodes)
+		switch {
+		case w.nodes == nil && len(ps) != 2:
+			t.Errorf("%s: %d Pods running, want 2", w.app, len(ps))
+		case w.nodes != nil && !slices.Equal(nodes, w.nodes):
+			t.Errorf("%s runs on %v, want %v", w.app, nodes, w.nodes)
+		}
+	}
+}
+
+func podNetwork(c *cluster.Cluster, ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, s := range strings.Split(c.Opts.ClusterCIDR, ",") {
+		if netip.MustParsePrefix(s).Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNodeInitialised: the Node was registered by a real kubelet on
+// containerd, and our controller manager initialised it from the
+// cloud-config's inventory.
+func checkNodeInitialised(t *testing.T, c *cluster.Cluster, name string) {
+	n, err := c.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := n.Status.NodeInfo
+	if info.KubeletVersion != "v1.37.2" || !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://") {
+		t.Errorf("node info: kubelet %q, runtime %q: want a v1.37.2 kubelet on containerd", info.KubeletVersion, info.ContainerRuntimeVersion)
+	}
+	if want := "groundcloud://lab/" + name; n.Spec.ProviderID != want {
+		t.Errorf("providerID %q, want %q", n.Spec.ProviderID, want)
+	}
+	for label, want := range map[string]string{
+		corev1.LabelTopologyZone:       "rack-1",
+		corev1.LabelTopologyRegion:     "lab",
+		corev1.LabelInstanceTypeStable: "netns",
+	} {
+		if got := n.Labels[label]; got != want {
+			t.Errorf("label %s=%q, want %q", label, got, want)
+		}
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == cloudapi.TaintExternalCloudProvider {
+			t.Errorf("still tainted %s", taint.Key)
+		}
+	}
+	h := c.Node(name).Host
+	var addrs []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			addrs = append(addrs, a.Address)
+		}
+	}
+	if !slices.Contains(addrs, h.Addr4.String()) {
+		t.Errorf("InternalIPs %v lack the node's address %s", addrs, h.Addr4)
+	}
+	if len(n.Spec.PodCIDRs) == 0 {
+		t.Error("no pod CIDRs: node-ipam did not run")
+	}
+}
+
+// checkLoadBalancer creates a Deployment and a LoadBalancer Service as a
+// user does and sends requests from a client host through the address:
+// Pods of the Deployment answer, on both workers.
+func checkLoadBalancer(t *testing.T, c *cluster.Cluster) string {
+	ctx := t.Context()
+	const ns, name = "default", "echo"
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, c.EchoDeployment(ns, name, 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, cluster.LoadBalancerService(ns, name), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitDeploymentReady(ctx, ns, name); err != nil {
+		t.Fatal(err)
+	}
+	vip, err := c.WaitLoadBalancerIP(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := c.Clients["client"].HTTPClient()
+	client.Timeout = 2 * time.Second
+	url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80))
+	answers := map[string]int{}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// "hello from <pod> on <node> (you are <addr>)"
+		f := strings.Fields(string(body))
+		if len(f) < 5 || f[0] != "hello" || !strings.HasPrefix(f[2], name+"-") {
+			last = fmt.Errorf("unexpected answer %q", body)
+			return false, nil
+		}
+		answers[f[4]]++
+		return len(answers) == 2 && answers[f[4]] > 0 && total(answers) >= 20, nil
+	})
+	if err != nil {
+		t.Fatalf("through %s: answers by node %v; last: %v (%v)", url, answers, last, err)
+	}
+	t.Logf("through %s: answers by node %v", url, answers)
+	return url
+}
+
+// checkAgentRestart kills the agent's container on lb-1, as a crash
+// would: the kubelet restarts it, and the address carries traffic again.
+func checkAgentRestart(t *testing.T, c *cluster.Cluster, url string) {
+	ctx := t.Context()
+	pod, id, err := c.AgentContainer(ctx, "lb-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := pod.Status.ContainerStatuses[0].RestartCount
+	node := c.Node("lb-1")
+	pid, err := node.ContainerPID(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.KillContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the agent's container %s (pid %d)", id, pid)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		st := p.Status.ContainerStatuses[0]
+		return st.RestartCount > restarts && st.Ready, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent's container was not restarted and ready: %v", err)
+	}
+	client := c.Clients["client"].HTTPClient()
+	client.Timeout = 2 * time.Second
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, nil
+	})
+	if err != nil {
+		t.Errorf("no answer through %s after the agent's restart: %v", url, err)
+	}
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
