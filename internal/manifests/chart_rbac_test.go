@@ -15,30 +15,31 @@ import (
 )
 
 // TestChartRBAC: whatever the values and the namespace, the chart grants
-// each component exactly what deploy/ grants it, and that passes the
-// allow-list of TestPermissions.
+// each component exactly what deploy/ (and deploy/router/) grants it, and
+// that passes the allow-list of TestPermissions.
 func TestChartRBAC(t *testing.T) {
 	h := newHelm(t)
-	deploy := renderDeploy(t)
 	renders := []struct {
 		name, namespace string
 		values          []string
+		deploy          []*unstructured.Unstructured
+		components      []string
 	}{
-		{"defaults", "kube-system", nil},
-		{"custom values", otherNamespace, []string{customValues(t)}},
+		{"defaults", "kube-system", nil, renderDeploy(t), []string{"groundcloud-agent", "groundcloud-controller-manager"}},
+		{"custom values, with the router", otherNamespace, []string{customValues(t)}, renderAll(t), slices.Sorted(maps.Keys(allowed))},
 	}
 	for _, r := range renders {
 		t.Run(r.name, func(t *testing.T) {
 			chart := renderChart(t, h, r.namespace, r.values)
-			for _, d := range rbacDrift(deploy, chart, r.namespace) {
+			for _, d := range rbacDrift(r.deploy, chart, r.namespace, r.components) {
 				t.Error(d)
 			}
-			for sa, allow := range allowed {
+			for _, sa := range r.components {
 				rules, err := Rules(chart, types.NamespacedName{Namespace: r.namespace, Name: sa})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range permissionProblems(rules, allow) {
+				for _, p := range permissionProblems(rules, allowed[sa]) {
 					t.Errorf("%s: %s", sa, p)
 				}
 			}
@@ -48,11 +49,11 @@ func TestChartRBAC(t *testing.T) {
 
 // rbacDrift lists every difference between the RBAC of deploy/ (in
 // kube-system) and that of a chart rendered in namespace ns: the rules
-// bound to each component's ServiceAccount, with where they apply and
-// which binding and role grant them, and the RBAC objects themselves.
-func rbacDrift(deploy, chart []*unstructured.Unstructured, ns string) []string {
+// bound to the ServiceAccount of each of components, with where they apply
+// and which binding and role grant them, and the RBAC objects themselves.
+func rbacDrift(deploy, chart []*unstructured.Unstructured, ns string, components []string) []string {
 	var drift []string
-	for _, sa := range slices.Sorted(maps.Keys(allowed)) {
+	for _, sa := range components {
 		want, errW := Rules(deploy, types.NamespacedName{Namespace: "kube-system", Name: sa})
 		got, errG := Rules(chart, types.NamespacedName{Namespace: ns, Name: sa})
 		if err := cmp.Diff(fmt.Sprint(errW), fmt.Sprint(errG)); err != "" {
@@ -107,7 +108,8 @@ func rbacBodies(objs []*unstructured.Unstructured, ns string) map[string]string 
 // granted by another role, and a binding of someone else.
 func TestRBACDriftNoticed(t *testing.T) {
 	deploy := renderDeploy(t)
-	if d := rbacDrift(deploy, deploy, "kube-system"); len(d) > 0 {
+	components := []string{"groundcloud-agent", "groundcloud-controller-manager"}
+	if d := rbacDrift(deploy, deploy, "kube-system", components); len(d) > 0 {
 		t.Fatalf("deploy/ differs from itself: %v", d)
 	}
 	mutate := func(kind, name string, change func(o *unstructured.Unstructured)) []*unstructured.Unstructured {
@@ -154,7 +156,7 @@ func TestRBACDriftNoticed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := strings.Join(rbacDrift(deploy, tt.chart, "kube-system"), "\n")
+			got := strings.Join(rbacDrift(deploy, tt.chart, "kube-system", components), "\n")
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("drift %q lacks %q", got, tt.want)
 			}

@@ -99,32 +99,44 @@ func TestChartLint(t *testing.T) {
 }
 
 // TestChartMatchesDeploy: with its default values in kube-system the chart
-// renders exactly the objects of `kubectl apply -k deploy/`, but for Helm's
-// own labels. A change to deploy/ that the chart lacks (or the reverse)
-// fails here.
+// renders exactly the objects of `kubectl apply -k deploy/`, and with
+// router.enabled those and deploy/router/'s, but for Helm's own labels. A
+// change to deploy/ that the chart lacks (or the reverse) fails here.
 func TestChartMatchesDeploy(t *testing.T) {
 	h := newHelm(t)
-	want := byKey(renderDeploy(t))
-	got := byKey(renderChart(t, h, "kube-system", nil))
-	keys := slices.Sorted(maps.Keys(want))
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
+	tests := []struct {
+		name   string
+		deploy func(*testing.T) []*unstructured.Unstructured
+		set    []string
+	}{
+		{name: "deploy/", deploy: renderDeploy},
+		{name: "deploy/ and deploy/router/", deploy: renderAll, set: []string{"router.enabled=true"}},
 	}
-	for _, k := range keys {
-		w, inDeploy := want[k]
-		g, inChart := got[k]
-		switch {
-		case !inChart:
-			t.Errorf("%s: in deploy/, not in the chart", k)
-		case !inDeploy:
-			t.Errorf("%s: in the chart, not in deploy/", k)
-		default:
-			if diff := cmp.Diff(w, g); diff != "" {
-				t.Errorf("%s (-deploy/ +chart):\n%s", k, diff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := byKey(tt.deploy(t))
+			got := byKey(renderChart(t, h, "kube-system", nil, tt.set...))
+			keys := slices.Sorted(maps.Keys(want))
+			for k := range got {
+				if _, ok := want[k]; !ok {
+					keys = append(keys, k)
+				}
 			}
-		}
+			for _, k := range keys {
+				w, inDeploy := want[k]
+				g, inChart := got[k]
+				switch {
+				case !inChart:
+					t.Errorf("%s: in %s, not in the chart", k, tt.name)
+				case !inDeploy:
+					t.Errorf("%s: in the chart, not in %s", k, tt.name)
+				default:
+					if diff := cmp.Diff(w, g); diff != "" {
+						t.Errorf("%s (-%s +chart):\n%s", k, tt.name, diff)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -168,12 +180,15 @@ func TestChartObjects(t *testing.T) {
 			want: []string{
 				"ClusterRole groundcloud-agent",
 				"ClusterRole groundcloud-controller-manager",
+				"ClusterRole groundcloud-router",
 				"ClusterRoleBinding groundcloud-agent",
 				"ClusterRoleBinding groundcloud-controller-manager",
+				"ClusterRoleBinding groundcloud-router",
 				"ConfigMap groundcloud-system/groundcloud-dashboard",
 				"CustomResourceDefinition loadbalancers.groundcloud.io",
 				"CustomResourceDefinition routes.groundcloud.io",
 				"DaemonSet groundcloud-system/groundcloud-agent",
+				"DaemonSet groundcloud-system/groundcloud-router",
 				"Deployment groundcloud-system/groundcloud-controller-manager",
 				"PodDisruptionBudget groundcloud-system/groundcloud-controller-manager",
 				"PrometheusRule groundcloud-system/groundcloud",
@@ -184,6 +199,7 @@ func TestChartObjects(t *testing.T) {
 				"Secret groundcloud-system/lab-cloud-config",
 				"ServiceAccount groundcloud-system/groundcloud-agent",
 				"ServiceAccount groundcloud-system/groundcloud-controller-manager",
+				"ServiceAccount groundcloud-system/groundcloud-router",
 			},
 		},
 	}

@@ -10,12 +10,14 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/groundcloud/groundcloud/internal/agent"
 	"github.com/groundcloud/groundcloud/internal/ccm"
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/router"
 )
 
 // chartValues is testdata/chart-values.yaml as the tests read it.
@@ -240,5 +242,49 @@ func TestChartMonitoring(t *testing.T) {
 	}
 	if cm.Labels["grafana_dashboard"] != "1" || cm.Labels["team"] != "network" {
 		t.Errorf("dashboard ConfigMap labels %v", cm.Labels)
+	}
+}
+
+// TestChartRouterValues: each value of the router lands where it should,
+// and the router accepts the arguments.
+func TestChartRouterValues(t *testing.T) {
+	h := newHelm(t)
+	ds := object[appsv1.DaemonSet](t, renderChart(t, h, otherNamespace, []string{customValues(t)}), "DaemonSet", "groundcloud-router")
+	spec := ds.Spec.Template.Spec
+	c := spec.Containers[0]
+	if c.Image != "registry.example/groundcloud/router:v1.2.3" || c.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("image %s, pull policy %s", c.Image, c.ImagePullPolicy)
+	}
+	// Maps merge with the defaults (requests stay); lists replace them.
+	want := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: apiresource.MustParse("10m"), corev1.ResourceMemory: apiresource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: apiresource.MustParse("64Mi")},
+	}
+	if !cmp.Equal(want.Requests, c.Resources.Requests, cmp.Comparer(apiresource.Quantity.Equal)) ||
+		!cmp.Equal(want.Limits, c.Resources.Limits, cmp.Comparer(apiresource.Quantity.Equal)) {
+		t.Errorf("resources %+v, want %+v", c.Resources, want)
+	}
+	if diff := cmp.Diff(map[string]string{"example.com/routed": "yes", "kubernetes.io/os": "linux"}, spec.NodeSelector); diff != "" {
+		t.Errorf("nodeSelector (-want +rendered):\n%s", diff)
+	}
+	wantTol := []corev1.Toleration{{Key: "example.com/edge", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+	if diff := cmp.Diff(wantTol, spec.Tolerations); diff != "" {
+		t.Errorf("tolerations (-want +rendered):\n%s", diff)
+	}
+	if spec.PriorityClassName != "system-cluster-critical" || spec.ServiceAccountName != "groundcloud-router" {
+		t.Errorf("priorityClassName %q, serviceAccountName %q", spec.PriorityClassName, spec.ServiceAccountName)
+	}
+	var args []string
+	for _, a := range c.Args {
+		args = append(args, expand(a, map[string]string{"NODE_NAME": "node-1"}))
+	}
+	cmd := router.NewCommand()
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatalf("the router refuses the args %q: %v", args, err)
+	}
+	for flag, want := range map[string]string{"placement": "node", "node-name": "node-1", "max-sync-interval": "2m0s"} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s = %q, want %q (args %q)", flag, got, want, c.Args)
+		}
 	}
 }
