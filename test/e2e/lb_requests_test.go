@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -28,7 +29,7 @@ func TestLoadBalancerRecovery(t *testing.T) {
 	all := env.nodeNames()
 	lbs := env.dyn.Resource(lbapi.Resource).Namespace("default")
 
-	t.Run("a LoadBalancer deleted by hand comes back with its address", func(t *testing.T) {
+	t.Run("a LoadBalancer deleted or edited by hand comes back", func(t *testing.T) {
 		env.create(t, newService("web", withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
 		vip := env.addresses(t, "web", 1)[0]
 		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)
@@ -42,6 +43,20 @@ func TestLoadBalancerRecovery(t *testing.T) {
 			}
 			lb, err := lbapi.FromUnstructured(u)
 			return err == nil && len(lb.Spec.Addresses) == 1 && lb.Spec.Addresses[0] == vip.String()
+		})
+		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)
+
+		// One edited by hand is written back.
+		if _, err := lbs.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"backends":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "LoadBalancer web's backends written back", func() bool {
+			u, err := lbs.Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			lb, err := lbapi.FromUnstructured(u)
+			return err == nil && len(lb.Spec.Backends) == len(all)
 		})
 		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)
 	})
