@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -39,11 +40,14 @@ func (a *Agent) forgetGained(ctx context.Context, owned []netip.Addr) {
 	if len(gained) == 0 {
 		return
 	}
+	start := time.Now()
 	if err := a.cfg.Conntrack.Forget(ctx, gained); err != nil {
 		// Not retried: once the address is up, its entries are live.
 		conntrackCleanupErrors.WithLabelValues(cleanupTakeover).Inc()
 		klog.FromContext(ctx).Error(err, "Cannot delete stale conntrack entries of taken-over virtual IPs; some established connections may be reset", "addresses", gained)
+		return
 	}
+	klog.FromContext(ctx).V(2).Info("Deleted the conntrack entries of taken-over virtual IPs", "addresses", gained, "elapsed", time.Since(start))
 }
 
 // ConntrackForgetter deletes conntrack entries over netlink, in the

@@ -86,8 +86,7 @@ func (c NetlinkConntrack) DeleteFlowsTo(ctx context.Context, addrs []netip.Addr)
 	return c.delete(ctx, filters)
 }
 
-// delete deletes the entries each filter matches; a failed filter does not
-// stop the others.
+// delete deletes the entries any of filters matches, per family.
 func (NetlinkConntrack) delete(ctx context.Context, filters []ctFilter) error {
 	if len(filters) == 0 {
 		return nil
@@ -97,15 +96,22 @@ func (NetlinkConntrack) delete(ctx context.Context, filters []ctFilter) error {
 		return err
 	}
 	defer conn.close()
+	byFamily := map[uint8][]ctFilter{}
+	for _, f := range filters {
+		byFamily[f.family()] = append(byFamily[f.family()], f)
+	}
 	var errs []error
 	read := 0
-	for _, f := range filters {
-		n, err := conn.delete(f)
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		if len(byFamily[family]) == 0 {
+			continue
+		}
+		n, err := conn.deleteMatching(family, byFamily[family])
 		read += n
 		if err != nil {
-			errs = append(errs, fmt.Errorf("delete conntrack entries of %s: %w", f, err))
+			errs = append(errs, fmt.Errorf("delete conntrack entries (%d filters, first %s): %w", len(byFamily[family]), byFamily[family][0], err))
 		}
 	}
-	klog.FromContext(ctx).V(4).Info("Deleted conntrack entries", "filters", len(filters), "entriesRead", read, "failed", len(errs))
+	klog.FromContext(ctx).V(4).Info("Deleted conntrack entries", "filters", len(filters), "entriesRead", read, "failed", len(errs) > 0)
 	return errors.Join(errs...)
 }

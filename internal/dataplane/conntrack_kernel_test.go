@@ -255,10 +255,8 @@ func TestKernelConntrackDeleteFlowsTo(t *testing.T) {
 	c.check(before, gone)
 }
 
-// On kernels before 6.11 a filtered flush is refused and an IPv4 deletion
-// falls back to a dump that the kernel filters, as IPv6 deletions always
-// do (by protocol and ports); this kernel does both, so the fallback is
-// tested directly. The kernel sends only the candidates.
+// The kernel sends only the candidates a filter selects: for IPv4 the
+// matching entries, for IPv6 those with the filter's protocol and ports.
 func TestKernelConntrackFilteredDump(t *testing.T) {
 	c := newCTLab(t)
 	type family struct {
@@ -295,7 +293,11 @@ func TestKernelConntrackFilteredDump(t *testing.T) {
 				return err
 			}
 			defer conn.close()
-			read, err = conn.dumpAndDelete(filter)
+			fam := uint8(unix.AF_INET)
+			if f.vip.Is6() {
+				fam = unix.AF_INET6
+			}
+			read, err = conn.deleteMatching(fam, []ctFilter{filter})
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -311,4 +313,24 @@ func TestKernelConntrackFilteredDump(t *testing.T) {
 		}
 		c.check(before, f.gone)
 	}
+}
+
+// More addresses than maxWalks take one walk of the table, which sends
+// every entry of the family; only the addresses' entries go.
+func TestKernelConntrackDeleteFlowsToManyAddresses(t *testing.T) {
+	c := newCTLabN(t, 1000)
+	var vips []netip.Addr
+	var gone, kept []ctEntry
+	for i := range maxWalks + 4 {
+		vip := netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})
+		vips = append(vips, vip)
+		gone = append(gone, ctFlow(unix.IPPROTO_TCP, netip.AddrPortFrom(ctClient, uint16(40000+i)), netip.AddrPortFrom(vip, 80), netip.AddrPortFrom(ctNodeA, 30080)))
+		kept = append(kept, ctFlow(unix.IPPROTO_TCP, netip.AddrPortFrom(ctClient, uint16(41000+i)), netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(200 + i)}), 80), netip.AddrPortFrom(ctNodeA, 30080)))
+	}
+	c.create(append(gone, kept...))
+	before := c.list()
+	if err := c.host.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), vips) }); err != nil {
+		t.Fatal(err)
+	}
+	c.check(before, gone)
 }

@@ -137,3 +137,66 @@ func TestCTFilterInKernel(t *testing.T) {
 		t.Errorf("IPv4 inKernel = %+v, want it whole", got)
 	}
 }
+
+func TestWalks(t *testing.T) {
+	udp := func(vip, backend netip.Addr, port uint16) ctFilter {
+		return ctFilter{
+			Orig:  ctTuple{Dst: vip, Proto: unix.IPPROTO_UDP, DstPort: port},
+			Reply: ctTuple{Src: backend, Proto: unix.IPPROTO_UDP, SrcPort: 30053},
+		}
+	}
+	to := func(vip netip.Addr) ctFilter { return ctFilter{Orig: ctTuple{Dst: vip}} }
+	var manyVIPs, manyFlows []ctFilter
+	for i := range maxWalks + 1 {
+		vip := netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})
+		manyVIPs = append(manyVIPs, to(vip))
+		manyFlows = append(manyFlows, udp(vip, ctNodeB, 53))
+	}
+	tests := []struct {
+		name    string
+		filters []ctFilter
+		want    []ctFilter
+	}{
+		{name: "one filter each", filters: []ctFilter{to(ctVIP), udp(ctVIP, ctNodeB, 53)}, want: []ctFilter{to(ctVIP), udp(ctVIP, ctNodeB, 53)}},
+		{name: "duplicates once", filters: []ctFilter{to(ctVIP), to(ctVIP)}, want: []ctFilter{to(ctVIP)}},
+		{name: "IPv6 without addresses, once", filters: []ctFilter{to(ctVIP6), to(ctOther6)}, want: []ctFilter{{}}},
+		{
+			name:    "IPv6 flows by protocol and ports",
+			filters: []ctFilter{udp(ctVIP6, ctNodeB6, 53), udp(ctOther6, ctNodeA6, 53)},
+			want:    []ctFilter{{Orig: ctTuple{Proto: unix.IPPROTO_UDP, DstPort: 53}, Reply: ctTuple{Proto: unix.IPPROTO_UDP, SrcPort: 30053}}},
+		},
+		{name: "too many addresses: the whole family", filters: manyVIPs, want: []ctFilter{{}}},
+		{
+			name:    "too many flows of one backend: what they share",
+			filters: manyFlows,
+			want:    []ctFilter{{Orig: ctTuple{Proto: unix.IPPROTO_UDP, DstPort: 53}, Reply: ctTuple{Src: ctNodeB, Proto: unix.IPPROTO_UDP, SrcPort: 30053}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, walks(tt.filters), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Errorf("walks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterSet(t *testing.T) {
+	set := newFilterSet([]ctFilter{
+		{Orig: ctTuple{Dst: ctVIP}},
+		{Reply: ctTuple{Src: ctNodeB6, Proto: unix.IPPROTO_UDP, SrcPort: 30053}},
+	})
+	for _, tt := range []struct {
+		orig, reply ctTuple
+		want        bool
+	}{
+		{orig: ctTuple{Src: ctClient, Dst: ctVIP, Proto: unix.IPPROTO_TCP}, want: true},
+		{orig: ctTuple{Src: ctClient, Dst: ctNodeA, Proto: unix.IPPROTO_TCP}},
+		{orig: ctTuple{Dst: ctVIP6}, reply: ctTuple{Src: ctNodeB6, Proto: unix.IPPROTO_UDP, SrcPort: 30053}, want: true},
+		{orig: ctTuple{Dst: ctVIP6}, reply: ctTuple{Src: ctNodeA6, Proto: unix.IPPROTO_UDP, SrcPort: 30053}},
+	} {
+		if got := set.matches(tt.orig, tt.reply); got != tt.want {
+			t.Errorf("matches(%+v, %+v) = %v, want %v", tt.orig, tt.reply, got, tt.want)
+		}
+	}
+}

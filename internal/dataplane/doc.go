@@ -139,35 +139,41 @@
 //
 // Two kinds of conntrack entries are deleted: those of UDP flows whose
 // backend left (StaleUDPFlows, after each Sync) and, when this host takes
-// an address over, every entry of that address (the agent, through
-// NetlinkConntrack.DeleteFlowsTo). Neither may cost more as the table
-// grows, nor copy it: the kernel picks the entries, with ctnetlink's
-// CTA_FILTER on fields of their original and reply tuples (ctnetlink.go):
+// addresses over, every entry of those addresses (the agent, through
+// NetlinkConntrack.DeleteFlowsTo, before it adds them). Neither may copy
+// the table into user space: the kernel picks the entries (ctnetlink.go).
 //
-//   - IPv4 on Linux 6.11 and later: one delete request per flow or address
-//     carrying the filter; the kernel walks its table and deletes what
-//     matches. Nothing comes back to user space.
-//   - IPv4 on older kernels, which refuse that request (EINVAL): a dump
-//     with the same filter, which Linux 5.8 and later apply in the kernel,
-//     so that only the matching entries come back; they are matched again
-//     here (a kernel that ignores the filter sends all) and deleted one by
-//     one.
-//   - IPv6: the same filtered dump, but the kernel filters by protocol and
-//     ports only. Linux compares the IPv6 addresses of a filter the wrong
-//     way round (ctnetlink_filter_match_tuple skips an entry when
-//     !ipv6_addr_cmp, that is when its address equals the filter's; seen
-//     on 6.18: a delete filtered on one IPv6 address deleted the entries of
-//     every other one), so addresses are compared here. A takeover of an
-//     IPv6 address therefore reads the IPv6 entries (not the IPv4 ones).
+// Each deletion dumps the table with a CTA_FILTER (Linux 5.8 and later),
+// which makes the kernel send only the entries whose original and reply
+// tuples have the filter's fields; those are matched again here (a kernel
+// that ignores the filter sends all) and deleted one request each. One
+// dump per filter, up to maxWalks of them; more filters (a host taking
+// over many addresses at once) make one dump with what they share, which
+// may send the whole table of that family, as the old way always did. IPv6
+// filters reach the kernel without their addresses: Linux compares the
+// IPv6 addresses of a filter the wrong way round
+// (ctnetlink_filter_match_tuple skips an entry when !ipv6_addr_cmp, that
+// is when its address equals the filter's; seen on 6.18, where a delete
+// filtered on one IPv6 address deleted the entries of every other one), so
+// for IPv6 the kernel filters by protocol and ports and addresses are
+// compared here.
 //
-// Before, vishvananda/netlink's ConntrackDeleteFilters dumped the whole
-// table and matched in user space: with 50,000 entries one deletion
-// allocated 44.7 MB against 16 kB now (TestKernelConntrackDeleteUDPFlows),
-// and a takeover waited for the dump (docs/benchmarks.md, "Conntrack").
-// Marks or zones would also filter in the kernel (a mark-filtered flush
-// works since long ago), but need our rules to set a mark per flow that
-// names its address and backend, which 32 bits cannot; the tuple filter
-// names exactly the entries to delete.
+// Measured (TestKernelConntrackDeleteUDPFlows, docs/benchmarks.md): with
+// 50,000 entries one deletion allocated 16-26 kB where vishvananda/netlink's
+// ConntrackDeleteFilters, which dumped the whole table and matched in user
+// space, allocated 44.7 MB; with 250,000 entries deleting one address's
+// entries took about 0.1 s against 1.7 s. The kernel still walks its whole
+// table for each dump, so the cost still grows with it, by about 0.3 µs an
+// entry here.
+//
+// Considered and not taken: a delete request carrying the filter (Linux
+// 6.11 and later), which sends nothing back, was slower on a busy host:
+// its walk holds the conntrack mutex, shared with the teardown of every
+// network namespace, and yields the CPU between hash buckets; during
+// failovers with 250,000 entries it took 0.3 to 14 s where the filtered
+// dump took 0.08 to 0.34 s. Marks or zones also filter in the kernel, but
+// our rules would have to set a mark naming a flow's address and backend,
+// which 32 bits cannot; the tuple filter names exactly the entries.
 //
 // A failed clean-up does not fail the Sync: the tables forward the new
 // State whatever conntrack holds. Sync reports it in Result.CleanupErr
