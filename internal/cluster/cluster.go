@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,8 +41,9 @@ type Cluster struct {
 	// Secret kube-system/groundcloud-cloud-config.
 	CloudConfig string
 
-	lock    *hostLock
-	closers []func() error
+	lock       *hostLock
+	hostBefore HostState // with Options.CheckHost
+	closers    []func() error
 	// nodeNetns identify the nodes' network namespaces as /proc/<pid>/ns/net
 	// reads ("net:[<inode>]"), to find what was left in them.
 	nodeNetns []string
@@ -77,6 +79,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if c.lock, err = lockHost(ctx, opts.Dir); err != nil {
 		return nil, err
+	}
+	if opts.CheckHost {
+		if c.hostBefore, err = TakeHostState(ctx, c.mine); err != nil {
+			return nil, err
+		}
 	}
 	if err := saveSysctls(); err != nil {
 		return nil, err
@@ -280,8 +287,28 @@ func (c *Cluster) Close() error {
 	c.closers = nil
 	if c.lock != nil {
 		errs = append(errs, RestoreSysctls())
+		if c.hostBefore != nil {
+			errs = append(errs, c.checkHost())
+		}
 		c.lock.unlock()
 		c.lock = nil
 	}
 	return errors.Join(errs...)
+}
+
+// mine picks this cluster's named network namespaces among the machine's.
+func (c *Cluster) mine(netns string) bool { return strings.HasPrefix(netns, c.Opts.Prefix+"-") }
+
+// checkHost reports how the machine differs from what Start found, and
+// what of the cluster is left.
+func (c *Cluster) checkHost() error {
+	after, err := TakeHostState(context.Background(), c.mine)
+	if err != nil {
+		return err
+	}
+	diffs := append(c.hostBefore.Diff(after), c.Leftovers()...)
+	if len(diffs) > 0 {
+		return fmt.Errorf("the machine is not as the cluster found it:\n  %s", strings.Join(diffs, "\n  "))
+	}
+	return nil
 }

@@ -169,7 +169,7 @@ func mounts(mine func(string) bool) ([]string, error) {
 // namespaces.
 func (c *Cluster) Leftovers() []string {
 	var left []string
-	cgroupPrefix := "/groundcloud." + c.Lab.Prefix
+	cgroupPrefix := "/groundcloud." + c.Opts.Prefix
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -193,10 +193,23 @@ func (c *Cluster) Leftovers() []string {
 	}
 	if names, err := os.ReadDir("/run/netns"); err == nil {
 		for _, n := range names {
-			if strings.HasPrefix(n.Name(), c.Lab.Prefix+"-") {
+			if c.mine(n.Name()) {
 				left = append(left, "namespace "+n.Name())
 			}
 		}
 	}
 	return left
+}
+
+// WithHostLock runs fn holding the machine-wide lock of the test-bed
+// clusters, waiting for it while a cluster runs (until ctx is done): a
+// test that starts a cluster in another process (the sandbox) reads the
+// machine's state in it, when no cluster is changing it.
+func WithHostLock(ctx context.Context, fn func() error) error {
+	l, err := lockHost(ctx, "a check of the machine")
+	if err != nil {
+		return err
+	}
+	defer l.unlock()
+	return fn()
 }

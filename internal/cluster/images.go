@@ -76,13 +76,14 @@ func buildImages(ctx context.Context, repo, tools, dir string) (Images, error) {
 			Executables: []images.Executable{{Src: filepath.Join(tools, "pause"), Dest: "/pause"}},
 			Entrypoint:  []string{"/pause"},
 		}},
+		// Like the upstream image (distroless-iptables): nft, and netbase's
+		// /etc/protocols, without which kube-proxy's nftables mode loses
+		// Service addresses on its full resyncs (see images.hostPackages).
 		{&imgs.KubeProxy, images.Spec{
 			Name: imagePrefix + "kube-proxy", Base: "debian:bookworm-slim",
-			Executables: []images.Executable{
-				{Src: filepath.Join(tools, "kube-proxy"), Dest: "/usr/local/bin/kube-proxy"},
-				{Src: "/usr/sbin/nft", Dest: "/usr/sbin/nft"},
-			},
-			Entrypoint: []string{"/usr/local/bin/kube-proxy"},
+			Packages:    []string{"nftables", "netbase"},
+			Executables: []images.Executable{{Src: filepath.Join(tools, "kube-proxy"), Dest: "/usr/local/bin/kube-proxy"}},
+			Entrypoint:  []string{"/usr/local/bin/kube-proxy"},
 		}},
 	} {
 		img, err := b.Build(ctx, s.spec)

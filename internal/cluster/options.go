@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+
+	"github.com/groundcloud/groundcloud/internal/lab"
 )
 
 // LoadBalancerLabel marks the Nodes where the agent DaemonSet runs
@@ -63,12 +65,21 @@ type Options struct {
 	// RootLink names a veth that joins the machine's root namespace to the
 	// lab (the sandbox); empty: no link.
 	RootLink string
+	// CheckHost makes Start record the machine's state (TakeHostState)
+	// under the machine-wide lock, before it changes anything, and Close
+	// compare it with the state after the teardown, still under the lock:
+	// every difference, and whatever of the cluster is left (Leftovers), is
+	// an error of Close.
+	CheckHost bool
 
 	// Logf receives progress lines (default: none).
 	Logf func(format string, args ...any)
 }
 
 func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = lab.RunPrefix(lab.DefaultFamily)
+	}
 	if o.Workers == 0 {
 		o.Workers = 2
 	}

@@ -45,11 +45,13 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Context) (string, error)) error {
 	last, lastErr := "not checked yet", error(nil)
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, readyTimeout, true, func(ctx context.Context) (bool, error) {
-		missing, err := cond(ctx)
+		// Each check has time of its own: one cut short by the end of the
+		// wait would only report that.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		missing, err := cond(cctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				lastErr = err
-			}
+			lastErr = err
 			return false, nil
 		}
 		last, lastErr = missing, nil

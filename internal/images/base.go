@@ -29,8 +29,8 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 var bases = map[string]base{
 	"scratch": {files: func(*Layer) error { return nil }},
 	// gcr.io/distroless/static-debian12: CA certificates, /etc/passwd with
-	// root, nobody and nonroot (65532), /tmp; the :nonroot tag runs as
-	// 65532.
+	// root, nobody and nonroot (65532), /tmp, Debian's netbase files; the
+	// :nonroot tag runs as 65532.
 	"gcr.io/distroless/static-debian12":         {env: distrolessEnv, files: distrolessFiles},
 	"gcr.io/distroless/static-debian12:nonroot": {user: "65532", env: distrolessEnv, files: distrolessFiles},
 	// debian:bookworm-slim: root and nobody, /tmp; apt-get install takes
@@ -50,7 +50,10 @@ func distrolessFiles(l *Layer) error {
 	l.AddDir("/tmp", 0o1777, 0, 0)
 	l.AddDir("/root", 0o700, 0, 0)
 	l.AddDir("/home/nonroot", 0o700, 65532, 65532)
-	return l.AddHostFile(hostCACertificates, hostCACertificates)
+	if err := l.AddHostFile(hostCACertificates, hostCACertificates); err != nil {
+		return err
+	}
+	return addPackageFiles(l, hostPackages["netbase"])
 }
 
 func debianFiles(l *Layer) error {
@@ -62,10 +65,31 @@ func debianFiles(l *Layer) error {
 	return nil
 }
 
-// hostPackages are the Debian packages the builder can install, by the
-// executables of theirs an image needs; each comes with its libraries.
-var hostPackages = map[string][]string{
-	"nftables": {"/usr/sbin/nft"},
+// hostPackage is what the builder takes of a Debian package: its
+// executables (each with the libraries it needs) and data files.
+type hostPackage struct {
+	executables, files []string
+}
+
+// hostPackages are the Debian packages the builder can install.
+var hostPackages = map[string]hostPackage{
+	"nftables": {executables: []string{"/usr/sbin/nft"}},
+	// Protocol and service names. Without /etc/protocols, nft prints the
+	// protocol of an element as a number ("6", not "tcp"), and a program
+	// that reads its elements back to compare them with what it wrote
+	// (kube-proxy) sees a difference where there is none. nftables only
+	// recommends it, so an image of ours installed --no-install-recommends
+	// lacks it; the upstream kube-proxy image has it.
+	"netbase": {files: []string{"/etc/protocols", "/etc/services", "/etc/rpc", "/etc/ethertypes"}},
+}
+
+func addPackageFiles(l *Layer, p hostPackage) error {
+	for _, f := range p.files {
+		if err := l.AddHostPath(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addPackages adds pkgs from this machine, which must run the base's
@@ -81,17 +105,20 @@ func addPackages(ctx context.Context, l *Layer, b base, from string, pkgs []stri
 		return fmt.Errorf("%s installs %v: the local image builder takes them from this machine, which runs %q, not Debian %s", from, pkgs, got, b.release)
 	}
 	for _, pkg := range pkgs {
-		exes, ok := hostPackages[pkg]
+		p, ok := hostPackages[pkg]
 		if !ok {
 			return fmt.Errorf("package %s: not known to the local image builder", pkg)
 		}
 		if out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Status}", pkg).Output(); err != nil || !bytes.Contains(out, []byte("install ok installed")) {
 			return fmt.Errorf("package %s is not installed on this machine (apt-get install %s)", pkg, pkg)
 		}
-		for _, exe := range exes {
+		for _, exe := range p.executables {
 			if err := l.AddExecutable(ctx, exe); err != nil {
 				return fmt.Errorf("package %s: %w", pkg, err)
 			}
+		}
+		if err := addPackageFiles(l, p); err != nil {
+			return fmt.Errorf("package %s: %w", pkg, err)
 		}
 	}
 	return nil

@@ -26,8 +26,11 @@ type Builder struct {
 type Spec struct {
 	// Name is the image's name, without tag.
 	Name string
-	// Base is a FROM the builder knows ("scratch", distroless, Debian).
-	Base string
+	// Base is a FROM the builder knows ("scratch", distroless, Debian);
+	// Packages are Debian packages it installs from this machine (a
+	// Debian base only).
+	Base     string
+	Packages []string
 	// Executables are host files put into the image with the shared
 	// libraries they need.
 	Executables []Executable
@@ -68,7 +71,7 @@ func (b Builder) FromRecipe(ctx context.Context, name string, r Recipe, bin stri
 
 // Build builds the image of a Spec.
 func (b Builder) Build(ctx context.Context, s Spec) (Image, error) {
-	return b.build(ctx, s.Name, s.Base, nil, s)
+	return b.build(ctx, s.Name, s.Base, s.Packages, s)
 }
 
 func (b Builder) build(ctx context.Context, name, from string, pkgs []string, s Spec) (Image, error) {

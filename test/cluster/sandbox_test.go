@@ -31,10 +31,7 @@ func TestSandbox(t *testing.T) {
 	}
 	dir := t.TempDir()
 	t.Cleanup(func() { _ = exec.Command(sandboxBinary, "down", "--dir", dir).Run() })
-	before, err := cluster.TakeHostState(t.Context(), sandboxNetns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := hostState(t)
 
 	up, url := startSandbox(t, dir)
 	nodes := map[string]bool{}
@@ -90,14 +87,24 @@ func TestSandbox(t *testing.T) {
 // machine (others come and go with other tests).
 func sandboxNetns(name string) bool { return strings.HasPrefix(name, "gcsandbox-") }
 
-// expectAsBefore compares the machine's state with before.
-func expectAsBefore(t *testing.T, before cluster.HostState) {
+// hostState reads the machine's state while no test-bed cluster runs.
+func hostState(t *testing.T) cluster.HostState {
 	t.Helper()
-	after, err := cluster.TakeHostState(context.Background(), sandboxNetns)
+	var s cluster.HostState
+	err := cluster.WithHostLock(t.Context(), func() (err error) {
+		s, err = cluster.TakeHostState(t.Context(), sandboxNetns)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range before.Diff(after) {
+	return s
+}
+
+// expectAsBefore compares the machine's state with before.
+func expectAsBefore(t *testing.T, before cluster.HostState) {
+	t.Helper()
+	for _, d := range before.Diff(hostState(t)) {
 		t.Errorf("the machine differs: %s", d)
 	}
 }

@@ -118,18 +118,22 @@ func up(ctx context.Context, o *upOptions) (err error) {
 		Prefix:  labPrefix,
 		Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4,
 		RootLink: rootLink,
-		Logf:     func(format string, args ...any) { progress(format, args...) },
+		// Ctrl-C checks that the machine is as the sandbox found it.
+		CheckHost: true,
+		Logf:      func(format string, args ...any) { progress(format, args...) },
 	})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		progress("removing the sandbox")
-		if cerr := c.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
+		cerr := c.Close()
 		_ = os.RemoveAll(work)
-		progress("sandbox removed")
+		if cerr != nil {
+			err = errors.Join(err, cerr)
+			return
+		}
+		progress("sandbox removed; the machine's addresses, routes, ruleset, sysctls and mounts are as before")
 	}()
 
 	progress("creating the example: Deployment and LoadBalancer Service default/hello, with kubectl apply")
