@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 		restart: func(t *testing.T, i int) { must(t, b.StartAgent(t.Context(), i)) },
 	}
 	linkDown := b.faults(d)[0]
-	empty := conntrackRun{deletions: deletionTimes(t, b.LBs[1], vip, 5), scenario: b.run(t, "groundcloud", linkDown, vip, trials)}
+	empty := b.conntrackRun(t, linkDown, vip, trials)
 	empty.impl = "groundcloud-conntrack-0"
 	fill := make([]time.Duration, len(b.LBs))
 	for i, h := range b.LBs {
@@ -55,7 +56,7 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 		fill[i] = time.Since(start)
 		t.Logf("%d conntrack entries in %s in %s", entries, h.Name, ms(fill[i]))
 	}
-	full := conntrackRun{deletions: deletionTimes(t, b.LBs[1], vip, 5), scenario: b.run(t, "groundcloud", linkDown, vip, trials)}
+	full := b.conntrackRun(t, linkDown, vip, trials)
 	full.impl = fmt.Sprintf("groundcloud-conntrack-%d", entries)
 	counts := make([]int, len(b.LBs))
 	for i, h := range b.LBs {
@@ -69,6 +70,39 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 		must(t, writeSection(path, "## Failover with a full conntrack table", conntrackSection(t, r, trials)))
 		t.Logf("wrote the conntrack section of %s", path)
 	}
+}
+
+// conntrackRun times deletions, then runs the trials and collects how long
+// the agents' own deletions took at the takeovers.
+func (b *bench) conntrackRun(t *testing.T, f fault, vip netip.Addr, trials int) conntrackRun {
+	r := conntrackRun{deletions: deletionTimes(t, b.LBs[1], vip, 5)}
+	seen := make([]int, len(b.LBs))
+	for i := range b.LBs {
+		seen[i] = len(agentDeletions(t, b.Agent(i).LogPath))
+	}
+	r.scenario = b.run(t, "groundcloud", f, vip, trials)
+	for i := range b.LBs {
+		r.inAgent = append(r.inAgent, agentDeletions(t, b.Agent(i).LogPath)[seen[i]:]...)
+	}
+	return r
+}
+
+// agentDeletionLine is what the agent logs (-v=2) after deleting the
+// conntrack entries of addresses it takes over.
+var agentDeletionLine = regexp.MustCompile(`"Deleted the conntrack entries of taken-over virtual IPs".* elapsed="([^"]+)"`)
+
+// agentDeletions are the durations of the deletions an agent's log shows.
+func agentDeletions(t *testing.T, logPath string) []time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(logPath)
+	must(t, err)
+	var out []time.Duration
+	for _, m := range agentDeletionLine.FindAllSubmatch(b, -1) {
+		d, err := time.ParseDuration(string(m[1]))
+		must(t, err)
+		out = append(out, d)
+	}
+	return out
 }
 
 // conntrackMax reads nf_conntrack_max in h, and whether h may change it
@@ -150,13 +184,16 @@ func deletionTimes(t *testing.T, h *lab.Host, vip netip.Addr, n int) []time.Dura
 // table size.
 type conntrackRun struct {
 	scenario
-	deletions []time.Duration
+	deletions []time.Duration // timed by the benchmark
+	inAgent   []time.Duration // the agents' own, at takeovers (both ways)
 }
 
 func (r conntrackRun) line() string {
-	return fmt.Sprintf("%s delete_p50_ms=%.1f delete_max_ms=%.1f", r.scenario.line(),
-		float64(percentile(r.deletions, 50).Microseconds())/1000, float64(percentile(r.deletions, 100).Microseconds())/1000)
+	return fmt.Sprintf("%s delete_p50_ms=%.1f delete_max_ms=%.1f agent_delete_p50_ms=%.1f agent_delete_max_ms=%.1f", r.scenario.line(),
+		msf(percentile(r.deletions, 50)), msf(percentile(r.deletions, 100)), msf(percentile(r.inAgent, 50)), msf(percentile(r.inAgent, 100)))
 }
+
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 type conntrackResult struct {
 	runs           []conntrackRun // nearly empty tables, then full ones
@@ -185,27 +222,35 @@ func conntrackSection(t *testing.T, r conntrackResult, trials int) string {
 	fmt.Fprintf(&b, "\n### Summary (%d trials per row)\n\n", trials)
 	fmt.Fprintf(&b, "| code | entries | gap p50 | gap max | takeover p50 | takeover max | deleting one address's entries p50 | max | failed new connections | long-lived connections broken |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	var inAgent []string
 	entries := []int{0, r.entries}
 	for i, run := range r.runs {
 		gaps, _, take, failed, broken, held := run.gaps()
 		fmt.Fprintf(&b, "| this commit | %d | %s | %s | %s | %s | %s | %s | %d | %d of %d |\n", entries[i],
 			seconds(percentile(gaps, 50)), seconds(percentile(gaps, 100)), seconds(percentile(take, 50)), seconds(percentile(take, 100)),
 			millis(percentile(run.deletions, 50)), millis(percentile(run.deletions, 100)), failed, broken, held)
+		inAgent = append(inAgent, fmt.Sprintf("with %d entries %s (p50) and %s (max) over %d takeovers", entries[i],
+			millis(percentile(run.inAgent, 50)), millis(percentile(run.inAgent, 100)), len(run.inAgent)))
 	}
 	b.WriteString(conntrackBefore)
 	emptyGaps, _, _, _, _, _ := r.runs[0].gaps()
 	fullGaps, _, _, _, _, _ := r.runs[1].gaps()
 	fmt.Fprintf(&b, "\nWith %d entries, deleting one address's entries took %s (p50) against %s with a nearly empty table, and new connections failed for %s (p50) against %s. "+
 		"The agent no longer copies the table, but the kernel still walks all of it for each deletion (more slowly while other work competes for the CPU): a takeover still costs more with a larger table, by that walk. "+
+		"In the agents themselves, at the takeovers of the trials (both ways), the deletion took %s. "+
 		"Filling the tables took %s and %s; after the trials they held %v entries.\n",
 		r.entries, millis(percentile(r.runs[1].deletions, 50)), millis(percentile(r.runs[0].deletions, 50)),
-		seconds(percentile(fullGaps, 50)), seconds(percentile(emptyGaps, 50)), ms(r.fill[0]), ms(r.fill[1]), r.counts)
+		seconds(percentile(fullGaps, 50)), seconds(percentile(emptyGaps, 50)), strings.Join(inAgent, ", "), ms(r.fill[0]), ms(r.fill[1]), r.counts)
 	b.WriteString(conntrackMethod)
-	fmt.Fprintf(&b, "\n### Raw numbers\n\nPer row: the line printed, the deletions in milliseconds, then per trial gap / recovered / takeover in milliseconds / long-lived connections broken.\n\n```\n")
+	fmt.Fprintf(&b, "\n### Raw numbers\n\nPer row: the line printed, the deletions timed by the benchmark and those the agents logged, in milliseconds, then per trial gap / recovered / takeover in milliseconds / long-lived connections broken.\n\n```\n")
 	for _, run := range r.runs {
 		fmt.Fprintf(&b, "%s\n  deletions:", run.line())
 		for _, d := range run.deletions {
-			fmt.Fprintf(&b, " %.1f", float64(d.Microseconds())/1000)
+			fmt.Fprintf(&b, " %.1f", msf(d))
+		}
+		fmt.Fprintf(&b, "\n  in the agents:")
+		for _, d := range run.inAgent {
+			fmt.Fprintf(&b, " %.1f", msf(d))
 		}
 		var per []string
 		for _, tr := range run.trials {
@@ -243,6 +288,8 @@ const conntrackMethod = `
   them is the virtual IP's, so they only make the table large.
 - Deleting one address's entries: ` + "`dataplane.NetlinkConntrack.DeleteFlowsTo`" + `
   of the virtual IP, timed five times in the standby host's namespace (the
-  call the agent makes before it adds an address it takes over).
+  call the agent makes before it adds an address it takes over), and as
+  the agents log it at each takeover of the trials, both ways (at -v=2,
+  as the sandbox runs them).
 - Reproduce: ` + "`hack/bench.sh TestFailoverConntrackBenchmark`" + ` (as root).
 `
