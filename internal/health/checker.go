@@ -98,6 +98,9 @@ func (c *Checker) SetTargets(ts []Target) {
 		if _, ok := want[t]; !ok {
 			delete(c.targets, t)
 			c.counts[e.status.State()]--
+			if e.status.State() == Unknown {
+				c.releaseWaiters()
+			}
 		}
 	}
 	recordTargets(c.counts)
@@ -116,6 +119,13 @@ func (c *Checker) State(t Target) State {
 		return e.status.State()
 	}
 	return Unknown
+}
+
+// releaseWaiters wakes WaitProbed to count the unknown targets again. Call
+// it with mu held.
+func (c *Checker) releaseWaiters() {
+	close(c.probed)
+	c.probed = make(chan struct{})
 }
 
 // WaitProbed waits until no target is Unknown, for at most one interval,
@@ -277,8 +287,7 @@ func (c *Checker) record(ctx context.Context, j job, err error) {
 		recordTargets(c.counts)
 	}
 	if old == Unknown {
-		close(c.probed)
-		c.probed = make(chan struct{})
+		c.releaseWaiters()
 	}
 	// The scheduler skipped this target while it was in flight; wake it
 	// unless it wakes by itself in time.

@@ -308,6 +308,24 @@ func TestCheckerWaitProbed(t *testing.T) {
 		t.Fatal("WaitProbed still waiting one interval later")
 	}
 	hung.reply <- nil
+	waitFor(t, func() bool { return env.checker.State(c) == Healthy })
+
+	// Removing the last unknown target ends the wait.
+	d := target("192.0.2.13", 10256)
+	env.checker.SetTargets([]Target{a, b, c, d})
+	go func() { waited <- env.checker.WaitProbed(t.Context()) }()
+	hung = env.expectProbe()
+	time.Sleep(50 * time.Millisecond) // WaitProbed waits
+	env.checker.SetTargets([]Target{a, b, c})
+	select {
+	case ok := <-waited:
+		if !ok {
+			t.Error("WaitProbed = false once the unknown target was removed")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitProbed still waiting after the unknown target was removed")
+	}
+	hung.reply <- nil
 }
 
 func TestCheckerForgetsRemovedTargets(t *testing.T) {

@@ -6,8 +6,9 @@
 // healthCheckNodePort for Local. Many LoadBalancers share targets; the Checker
 // probes each distinct target once per interval, whoever asked for it.
 //
-// It owns: the set of targets (SetTargets), the probing schedule (Run: jittered
-// first probe, one probe per target per interval, a bounded number in flight),
+// It owns: the set of targets (SetTargets), the probing schedule (Run: a new
+// target's first probe at once, its second a jittered interval later, then one
+// per interval, a bounded number in flight),
 // each target's up/down state with its thresholds (status), and the health
 // metrics. A target is healthy on HTTP 200 only; anything else - another status,
 // a redirect, a refused connection, a timeout - is a failure.
