@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"net/netip"
 	"slices"
 	"sync"
@@ -91,6 +92,7 @@ type Agent struct {
 	reports    reportQueue
 	looseOnce  sync.Once
 	held       map[netip.Addr]bool // owned after the last sync; used by sync only
+	ownOnly    map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
 	metrics    syncMetrics         // used by sync only
 }
 
@@ -222,7 +224,27 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.cfg.Addresses.Announce(ctx)
 	}
 	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
+	a.warnOwnNodeOnly(lbs, plan.Problems)
 	return errors.Join(syncErr, addrErr)
+}
+
+// warnOwnNodeOnly records a Warning Event when a LoadBalancer's only
+// healthy backend becomes this host's own node (Problems.OwnNodeOnly).
+func (a *Agent) warnOwnNodeOnly(lbs []*v1alpha1.LoadBalancer, problems map[string]Problems) {
+	now := map[string]bool{}
+	for _, lb := range lbs {
+		name := lb.Namespace + "/" + lb.Name
+		if !problems[name].OwnNodeOnly {
+			continue
+		}
+		now[name] = true
+		if !a.ownOnly[name] && a.cfg.Events != nil {
+			a.cfg.Events.Eventf(eventTarget(lb), corev1.EventTypeWarning, ReasonOwnNodeOnly,
+				"The only healthy backend is %s, the load-balancer host itself, which proxy forwarding cannot reach through its own NodePort: "+
+					"its connections fail until another node is healthy. Add a node, or use passthrough forwarding.", a.cfg.Host)
+		}
+	}
+	a.ownOnly = now
 }
 
 // plan translates lbs. When they have health check targets that were never
@@ -232,7 +254,7 @@ func (a *Agent) sync(ctx context.Context) error {
 // most: a node is programmed once a probe said it may take new flows, and
 // a restart programs the same nodes as before it.
 func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
-	plan := Translate(lbs, a.checker.State)
+	plan := Translate(lbs, a.cfg.Host, a.checker.State)
 	a.checker.SetTargets(plan.Targets)
 	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
 		return plan
@@ -240,7 +262,7 @@ func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
 	start := time.Now()
 	all := a.checker.WaitProbed(ctx)
 	klog.FromContext(ctx).V(2).Info("Probed new health check targets", "elapsed", time.Since(start), "all", all)
-	return Translate(lbs, a.checker.State)
+	return Translate(lbs, a.cfg.Host, a.checker.State)
 }
 
 // cleanupRetry is how long after a failed conntrack clean-up the agent

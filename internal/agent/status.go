@@ -23,6 +23,9 @@ const (
 	ReasonConflict = "Conflict"
 	// ReasonInvalid: parts of the LoadBalancer cannot be programmed.
 	ReasonInvalid = "Invalid"
+	// ReasonOwnNodeOnly: this host is a Node and the only healthy backend,
+	// which proxy forwarding cannot serve.
+	ReasonOwnNodeOnly = "OwnNodeOnly"
 )
 
 // maxProblems is how many problems a condition's message names.
@@ -57,8 +60,11 @@ func (r hostReport) outcome() (bool, string, string) {
 		msgs = append(slices.Clone(msgs[:maxProblems]), fmt.Sprintf("and %d more", len(msgs)-maxProblems))
 	}
 	reason := ReasonInvalid
-	if r.Problems.Conflict {
+	switch {
+	case r.Problems.Conflict:
 		reason = ReasonConflict
+	case r.Problems.OwnNodeOnly:
+		reason = ReasonOwnNodeOnly
 	}
 	return false, reason, "not programmed: " + strings.Join(msgs, "; ")
 }

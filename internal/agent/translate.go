@@ -31,6 +31,9 @@ type Problems struct {
 	Conflict bool
 	// Messages say what is left out, one per part.
 	Messages []string
+	// OwnNodeOnly: this host is a Node and the only healthy backend, which
+	// proxy forwarding cannot serve (dataplane.ForNewFlows).
+	OwnNodeOnly bool
 }
 
 func (p *Problems) add(conflict bool, msg string) {
@@ -39,14 +42,16 @@ func (p *Problems) add(conflict bool, msg string) {
 }
 
 // Translate turns LoadBalancer objects into data plane state and the health
-// targets to probe; state says what is known of a target. A backend gets
+// targets to probe, for the host that is Node self ("" for a dedicated
+// host); state says what is known of a target. A backend gets
 // new flows when the target of its first address is Healthy; while it is
 // Unknown (not probed yet) only when no backend of its LoadBalancer is
 // Healthy (the agent waits for first probes before it programs, so that
 // happens only when they take longer than that wait: then it does what it
 // did before the first probe existed rather than reject every flow).
-func Translate(lbs []*v1alpha1.LoadBalancer, state func(health.Target) health.State) Plan {
+func Translate(lbs []*v1alpha1.LoadBalancer, self string, state func(health.Target) health.State) Plan {
 	var p Plan
+	p.State.Self = self
 	targets := map[health.Target]struct{}{}
 	vips := map[netip.Addr]struct{}{}
 	shared := &backendLists{}
@@ -68,6 +73,15 @@ func Translate(lbs []*v1alpha1.LoadBalancer, state func(health.Target) health.St
 			bad.add(pr.Conflict, pr.Err.Error())
 		}
 		problems[name] = bad
+	}
+	for _, svc := range p.State.Services {
+		if _, only := dataplane.ForNewFlows(svc.Backends, self); only {
+			bad := problems[svc.Name]
+			bad.OwnNodeOnly = true
+			bad.add(false, fmt.Sprintf("the only healthy backend is this load-balancer host's own node %s, "+
+				"which proxy forwarding cannot reach through its own NodePort: add another node or use passthrough forwarding", self))
+			problems[svc.Name] = bad
+		}
 	}
 	if len(problems) > 0 {
 		p.Problems = problems

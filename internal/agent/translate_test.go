@@ -61,7 +61,7 @@ func TestTranslate(t *testing.T) {
 		}),
 	}
 	down := health.Target{Addr: a12, Port: 10256, Path: "/healthz"}
-	plan := Translate(lbs, allHealthyBut(down))
+	plan := Translate(lbs, "", allHealthyBut(down))
 
 	want := Plan{
 		State: dataplane.State{Services: []dataplane.Service{
@@ -154,7 +154,7 @@ func TestTranslateSharesBackendLists(t *testing.T) {
 	down := health.Target{Addr: a12, Port: 31000, Path: "/healthz"}
 	p := Translate([]*v1alpha1.LoadBalancer{
 		newLB("a", noCheck), newLB("b", noCheck), newLB("c", noCheck, other), newLB("d"), newLB("e"), newLB("f", otherCheck),
-	}, allHealthyBut(down))
+	}, "", allHealthyBut(down))
 	s := p.State.Services
 	if &s[0].Backends[0] != &s[1].Backends[0] || &s[3].Backends[0] != &s[4].Backends[0] {
 		t.Error("equal backend lists with equal health checks are not shared")
@@ -194,7 +194,7 @@ func TestTranslateUnknownBackends(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Translate([]*v1alpha1.LoadBalancer{newLB("local", three)}, func(tg health.Target) health.State { return tt.states[tg.Addr] })
+			p := Translate([]*v1alpha1.LoadBalancer{newLB("local", three)}, "", func(tg health.Target) health.State { return tt.states[tg.Addr] })
 			var got []bool
 			for _, b := range p.State.Services[0].Backends {
 				got = append(got, b.Healthy)
@@ -203,5 +203,37 @@ func TestTranslateUnknownBackends(t *testing.T) {
 				t.Errorf("backends healthy (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTranslateOwnNode: on a load-balancer host that is Node node-1 the
+// plan names it, and a LoadBalancer whose only healthy backend is node-1 is
+// a problem this host reports (proxy forwarding cannot serve it); with
+// node-2 healthy too it is not.
+func TestTranslateOwnNode(t *testing.T) {
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("both"), newLB("own", withAddresses("192.0.2.201"))}, "node-1",
+		func(tg health.Target) health.State {
+			if tg.Addr == a12 {
+				return health.Unhealthy
+			}
+			return health.Healthy
+		})
+	if p.State.Self != "node-1" {
+		t.Errorf("State.Self = %q, want node-1", p.State.Self)
+	}
+	want := map[string]Problems{
+		"default/both": {OwnNodeOnly: true, Messages: []string{"the only healthy backend is this load-balancer host's own node node-1, " +
+			"which proxy forwarding cannot reach through its own NodePort: add another node or use passthrough forwarding"}},
+	}
+	want["default/own"] = want["default/both"] // the same backends
+	if diff := cmp.Diff(want, p.Problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	p = Translate([]*v1alpha1.LoadBalancer{newLB("both")}, "node-1", allHealthyBut(health.Target{}))
+	if p.Problems != nil {
+		t.Errorf("problems with node-2 healthy: %v", p.Problems)
+	}
+	if ok, reason, _ := (hostReport{Programmed: true, Problems: want["default/own"]}).outcome(); ok || reason != ReasonOwnNodeOnly {
+		t.Errorf("outcome = %t, %s; want false, %s", ok, reason, ReasonOwnNodeOnly)
 	}
 }

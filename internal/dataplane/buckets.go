@@ -162,3 +162,42 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+
+// ForNewFlows returns the backends as the buckets see them on the
+// load-balancer host that is Node self: self gets no new flows while
+// another backend is healthy, because a connection the host DNATs to its
+// own NodePort skips kube-proxy's NodePort rule (netfilter maps a
+// connection's destination once per hook) and fails. selfOnly reports that
+// self is the only healthy backend: then it keeps its flows, and they fail
+// the same way (say so to the user; passthrough forwarding has no such
+// limit). backends is returned unchanged, not copied, when self is not a
+// healthy backend.
+//
+// Only the buckets of self's own node differ from the other hosts' tables:
+// the ones whose owner is self go to the backend Assign gives them when
+// self is unhealthy, which is where every host sends them once self's
+// machine fails. A takeover by another host while self's node is still
+// healthy moves those buckets (1/n of the flows) back to self's node.
+func ForNewFlows(backends []Backend, self string) (_ []Backend, selfOnly bool) {
+	if self == "" {
+		return backends, false
+	}
+	mine, others := -1, false
+	for i, b := range backends {
+		switch {
+		case b.Node == self && b.Healthy:
+			mine = i
+		case b.Healthy:
+			others = true
+		}
+	}
+	if mine < 0 {
+		return backends, false
+	}
+	if !others {
+		return backends, true
+	}
+	out := slices.Clone(backends)
+	out[mine].Healthy = false
+	return out, false
+}

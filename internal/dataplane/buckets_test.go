@@ -3,7 +3,12 @@ package dataplane
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func nodes(n int) []Backend {
@@ -170,5 +175,66 @@ func BenchmarkAssign16(b *testing.B) {
 	bs := nodes(16)
 	for b.Loop() {
 		Assign("ns/web", bs)
+	}
+}
+
+func TestForNewFlows(t *testing.T) {
+	healthy := func(bs []Backend) map[string]bool {
+		m := map[string]bool{}
+		for _, b := range bs {
+			m[b.Node] = b.Healthy
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		self     string
+		backends []Backend
+		want     map[string]bool
+		selfOnly bool
+	}{
+		{"dedicated host", "", nodes(3), map[string]bool{"node-00": true, "node-01": true, "node-02": true}, false},
+		{"host not a backend", "lb-1", nodes(2), map[string]bool{"node-00": true, "node-01": true}, false},
+		{"host and others", "node-01", nodes(3), map[string]bool{"node-00": true, "node-01": false, "node-02": true}, false},
+		{"host the only backend", "node-00", nodes(1), map[string]bool{"node-00": true}, true},
+		{"others all unhealthy", "node-00", []Backend{{Node: "node-00", Healthy: true}, {Node: "node-01"}}, map[string]bool{"node-00": true, "node-01": false}, true},
+		{"host unhealthy", "node-00", []Backend{{Node: "node-00"}, {Node: "node-01", Healthy: true}}, map[string]bool{"node-00": false, "node-01": true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.backends)
+			got, selfOnly := ForNewFlows(in, tc.self)
+			if diff := cmp.Diff(tc.want, healthy(got)); diff != "" {
+				t.Errorf("health for new flows (-want +got):\n%s", diff)
+			}
+			if selfOnly != tc.selfOnly {
+				t.Errorf("selfOnly = %t, want %t", selfOnly, tc.selfOnly)
+			}
+			if !cmp.Equal(in, tc.backends, cmpopts.EquateComparable(netip.Addr{})) {
+				t.Errorf("ForNewFlows changed its input: %v", in)
+			}
+		})
+	}
+}
+
+// TestAssignWithoutSelf: the host's own node gets none of the buckets, and
+// the others keep theirs; its buckets go where every host sends them once
+// that node fails.
+func TestAssignWithoutSelf(t *testing.T) {
+	bs := nodes(4)
+	all := Assign("ns/web", bs)
+	mine, _ := ForNewFlows(bs, "node-02")
+	got := Assign("ns/web", mine)
+	failed := slices.Clone(bs)
+	failed[2].Healthy = false
+	if want := Assign("ns/web", failed); got != want {
+		t.Errorf("without self:\n%v\nwant the table with node-02 unhealthy:\n%v", got, want)
+	}
+	for i := range got {
+		if got[i] == "node-02" {
+			t.Fatalf("bucket %d goes to the host's own node", i)
+		}
+		if all[i] != "node-02" && got[i] != all[i] {
+			t.Errorf("bucket %d moved from %s to %s", i, all[i], got[i])
+		}
 	}
 }

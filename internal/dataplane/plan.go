@@ -114,6 +114,7 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 	if slices.ContainsFunc(backends, func(b Backend) bool { return !f.has(b) }) {
 		backends = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !f.has(b) })
 	}
+	backends, _ = ForNewFlows(backends, svc.self)
 	addrs := backendAddrs{f: f, backends: backends}
 	buckets := memo.assign(f.ip+" "+svc.name, svc.name, backends)
 	reachable := buckets[0] != ""

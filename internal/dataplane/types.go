@@ -26,6 +26,13 @@ func (p Protocol) nft() string {
 // a value: Desired and Syncer.Sync read it and never keep or change it.
 type State struct {
 	Services []Service
+	// Self is the name of the Node this load-balancer host is, if it is one
+	// ("" for a dedicated host). A connection the host DNATs to its own
+	// NodePort never reaches kube-proxy's NodePort rule (netfilter maps a
+	// connection's destination once per hook), so the host gives its own
+	// node no new flows while another backend of the service is healthy
+	// (see ForNewFlows).
+	Self string
 }
 
 // Service is one load-balanced service.

@@ -51,6 +51,8 @@ type service struct {
 	name     string
 	ports    []Port // sorted by protocol, then port
 	backends []Backend
+	// self is State.Self.
+	self     string
 	affinity bool
 	// restricted is true when the Service had SourceRanges, even if none of
 	// them was valid: an invalid range must never widen access to "all".
@@ -91,6 +93,7 @@ func normalize(s State) ([]service, []error) {
 			continue
 		}
 		clean, p := normalizeService(svc)
+		clean.self = s.Self
 		problems = append(problems, p...)
 		for _, vip := range normalizeVIPs(svc, &problems) {
 			for _, port := range clean.ports {
