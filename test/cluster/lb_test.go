@@ -1,0 +1,551 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
+)
+
+// The load-balancer scenarios on the real path: a client host → the VIP on
+// a load-balancer host (the agent's nftables) → a node's NodePort →
+// kube-proxy → a Pod of a Deployment. The load-balancer hosts are Nodes
+// with kube-proxy and Pods of their own, as docs/install.md sets them up.
+//
+// Which node a connection reached shows in the source address the Pod saw:
+// with externalTrafficPolicy Cluster kube-proxy masquerades it to the
+// receiving node's address on the way out: its lab address towards a Pod
+// on another node, its pod-network gateway towards a Pod of its own.
+
+const echoNS = "default"
+
+// answer is what groundcloud-echo said: "hello from <pod> on <node> (you
+// are <addr:port>)".
+type answer struct {
+	pod, node string
+	seen      netip.Addr
+}
+
+func parseAnswer(s string) (answer, error) {
+	f := strings.Fields(strings.TrimSpace(s))
+	if len(f) != 8 || f[0] != "hello" || f[6] != "are" {
+		return answer{}, fmt.Errorf("unexpected answer %q", s)
+	}
+	ap, err := netip.ParseAddrPort(strings.TrimSuffix(f[7], ")"))
+	if err != nil {
+		return answer{}, fmt.Errorf("answer %q: %w", s, err)
+	}
+	return answer{pod: f[2], node: f[4], seen: ap.Addr().Unmap()}, nil
+}
+
+// get makes one request on a fresh connection.
+func get(ctx context.Context, client *http.Client, url string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return answer{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	return parseAnswer(string(body))
+}
+
+// receivers maps the addresses a masquerading node gives its connections
+// to the node's name.
+type receivers struct {
+	nodes   map[netip.Addr]string
+	podNets map[netip.Prefix]string
+}
+
+func newReceivers(t *testing.T, c *cluster.Cluster) receivers {
+	t.Helper()
+	r := receivers{nodes: map[netip.Addr]string{}, podNets: map[netip.Prefix]string{}}
+	for _, n := range c.Nodes {
+		r.nodes[n.Host.Addr4] = n.Name
+		r.nodes[n.Host.Addr6] = n.Name
+		node, err := c.Client.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range node.Spec.PodCIDRs {
+			r.podNets[netip.MustParsePrefix(s)] = n.Name
+		}
+	}
+	return r
+}
+
+// of names the node a source address belongs to, or "".
+func (r receivers) of(a netip.Addr) string {
+	if n, ok := r.nodes[a]; ok {
+		return n
+	}
+	for p, n := range r.podNets {
+		if p.Contains(a) {
+			return n
+		}
+	}
+	return ""
+}
+
+// lbScenario is one Deployment of echo Pods and its LoadBalancer Service.
+type lbScenario struct {
+	c    *cluster.Cluster
+	name string
+	vips []netip.Addr
+}
+
+// deploy creates a Deployment of replicas echo Pods (on the nodes sel
+// picks, if any) and a LoadBalancer Service in front of them, changed by
+// mods, and waits for the Pods and an address of each family the Service
+// asks for.
+func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel map[string]string, mods ...func(*corev1.Service)) *lbScenario {
+	t.Helper()
+	ctx := t.Context()
+	d := c.EchoDeployment(echoNS, name, replicas)
+	d.Spec.Template.Spec.NodeSelector = sel
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := cluster.LoadBalancerService(echoNS, name)
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)})
+	for _, m := range mods {
+		m(svc)
+	}
+	if _, err := c.Client.CoreV1().Services(echoNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = c.Client.CoreV1().Services(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = c.Client.AppsV1().Deployments(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	if err := c.WaitDeploymentReady(ctx, echoNS, name); err != nil {
+		t.Fatal(err)
+	}
+	want := 1
+	if p := svc.Spec.IPFamilyPolicy; p != nil && *p == corev1.IPFamilyPolicyRequireDualStack {
+		want = 2
+	}
+	s := &lbScenario{c: c, name: name}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Client.CoreV1().Services(echoNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(got.Status.LoadBalancer.Ingress) < want {
+			return false, nil
+		}
+		s.vips = nil
+		for _, in := range got.Status.LoadBalancer.Ingress {
+			s.vips = append(s.vips, netip.MustParseAddr(in.IP))
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("Service %s got no addresses: %v", name, err)
+	}
+	return s
+}
+
+// vip returns the Service's address of a family.
+func (s *lbScenario) vip(t *testing.T, v6 bool) netip.Addr {
+	t.Helper()
+	for _, a := range s.vips {
+		if a.Is6() == v6 {
+			return a
+		}
+	}
+	t.Fatalf("%s has no address of that family: %v", s.name, s.vips)
+	return netip.Addr{}
+}
+
+func url(vip netip.Addr) string { return fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80)) }
+
+// holder is the load-balancer host holding a Service's address, as its
+// LoadBalancer's status says, once Ready.
+func holder(t *testing.T, dyn dynamic.Interface, name string, vip netip.Addr) string {
+	t.Helper()
+	var host string
+	client := lbapi.NewClient(dyn)
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := client.Get(ctx, echoNS, name)
+		if err != nil {
+			return false, nil
+		}
+		for _, a := range lb.Status.Addresses {
+			if a.Address == vip.String() && a.Host != "" {
+				host = a.Host
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no host holds %s of %s: %v", vip, name, err)
+	}
+	return host
+}
+
+// waitServing waits until a request through url is answered: the agent
+// programs a new Service, and kube-proxy its NodePort, a moment after the
+// address is assigned.
+func waitServing(t *testing.T, client *http.Client, url string) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = get(ctx, client, url)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never answered: %v (%v)", url, last, err)
+	}
+}
+
+// survey makes n connections through url, each a fresh one; every one must
+// be answered. It returns the answers per receiving node.
+func survey(t *testing.T, client *http.Client, r receivers, url string, n int) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	var failed []string
+	for i := range n {
+		a, err := get(t.Context(), client, url)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("#%d: %v", i, err))
+			continue
+		}
+		got[r.of(a.seen)]++
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d connections through %s failed (answered by node: %v); first: %s", len(failed), n, url, got, failed[0])
+	}
+	return got
+}
+
+func lbClient(h *lab.Host) *http.Client {
+	c := h.HTTPClient()
+	c.Timeout = 3 * time.Second
+	return c
+}
+
+// checkHostAsNode: the load-balancer hosts are Nodes with kube-proxy and
+// Pods. Every connection through the VIP is answered, over IPv4 and IPv6:
+// the holder sends none of them to its own node, whose NodePort it cannot
+// reach through its own DNAT (netfilter maps a connection's destination
+// once per hook, so kube-proxy's NodePort rule would never see it); every
+// other node receives its share.
+func checkHostAsNode(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) *lbScenario {
+	s := deploy(t, c, "web", 4, nil, func(svc *corev1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	})
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	for _, v6 := range []bool{false, true} {
+		vip := s.vip(t, v6)
+		waitServing(t, client, url(vip))
+		own := holder(t, dyn, s.name, vip)
+		got := survey(t, client, r, url(vip), 96)
+		t.Logf("through %s held by %s: connections by receiving node %v", vip, own, got)
+		if got[own] > 0 {
+			t.Errorf("%d connections through %s went to its holder's own node %s", got[own], vip, own)
+		}
+		for _, n := range c.Nodes {
+			if n.Name != own && got[n.Name] == 0 {
+				t.Errorf("node %s received none of the connections through %s", n.Name, vip)
+			}
+		}
+		if got[""] > 0 {
+			t.Errorf("%d answers came through no known node", got[""])
+		}
+	}
+	return s
+}
+
+// checkUDP: datagrams through the VIP are answered by the Pods.
+func checkUDP(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	h := c.Clients["client"]
+	for _, v6 := range []bool{false, true} {
+		addr := netip.AddrPortFrom(s.vip(t, v6), 53)
+		answered := 0
+		var last error
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			b, err := h.UDPExchange(ctx, addr, []byte(fmt.Sprintf("datagram %d", i)))
+			cancel()
+			if err != nil {
+				last = err
+				continue
+			}
+			if _, err := parseAnswer(string(b)); err != nil {
+				last = err
+				continue
+			}
+			answered++
+		}
+		// A datagram may be lost; most must not be.
+		if answered < 18 {
+			t.Errorf("UDP through %s: %d of 20 datagrams answered; last error: %v", addr, answered, last)
+		}
+	}
+}
+
+// checkLocalPolicy: with externalTrafficPolicy Local, the nodes that get
+// connections are those whose healthCheckNodePort kube-proxy answers with
+// a local endpoint: where the Pod runs. Moving the Pod moves the traffic.
+func checkLocalPolicy(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	on := func(node string) map[string]string { return map[string]string{corev1.LabelHostname: node} }
+	s := deploy(t, c, "local", 1, on("node-2"), func(svc *corev1.Service) {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	client := lbClient(c.Clients["client"])
+	u := url(s.vip(t, false))
+	waitServing(t, client, u)
+	expectOnly := func(node string) {
+		t.Helper()
+		var got map[string]int
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			got = map[string]int{}
+			for range 20 {
+				a, err := get(ctx, client, u)
+				if err != nil {
+					got["error"]++
+					continue
+				}
+				got[a.node]++
+			}
+			return got[node] == 20, nil
+		})
+		if err != nil {
+			t.Fatalf("answers through %s by node %v, want all 20 from %s", u, got, node)
+		}
+	}
+	expectOnly("node-2")
+
+	patch := `{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":"node-1"}}}}}`
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, s.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectOnly("node-1")
+}
+
+// checkDrainedNode: a node that kube-proxy reports as not eligible (the
+// taint the cluster autoscaler sets before it removes a node makes its
+// /healthz answer 503) gets no new connections; without the taint it gets
+// them again.
+func checkDrainedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	ctx := t.Context()
+	const node = "node-1"
+	taint := corev1.Taint{Key: "ToBeDeletedByClusterAutoscaler", Value: "1", Effect: corev1.TaintEffectNoSchedule}
+	setTaint := func(on bool) {
+		t.Helper()
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
+		if on {
+			n.Spec.Taints = append(n.Spec.Taints, taint)
+		}
+		if _, err := c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	u := url(s.vip(t, false))
+	until := func(what string, cond func(map[string]int) bool) {
+		t.Helper()
+		var got map[string]int
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			got = map[string]int{}
+			for range 32 {
+				a, err := get(ctx, client, u)
+				if err != nil {
+					got["error"]++
+					continue
+				}
+				got[r.of(a.seen)]++
+			}
+			return cond(got), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: connections by receiving node %v", what, got)
+		}
+	}
+	setTaint(true)
+	t.Cleanup(func() { setTaint(false) })
+	until(node+" drained", func(got map[string]int) bool { return got[node] == 0 && got["error"] == 0 })
+	setTaint(false)
+	until(node+" back", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
+}
+
+// checkSourceRanges: a Service with loadBalancerSourceRanges answers a
+// client inside them only.
+func checkSourceRanges(t *testing.T, c *cluster.Cluster) {
+	inside, outsider := c.Clients["client"], c.Clients["outsider"]
+	s := deploy(t, c, "ranged", 2, nil, func(svc *corev1.Service) {
+		svc.Spec.LoadBalancerSourceRanges = []string{netip.PrefixFrom(inside.Addr4, 32).String()}
+	})
+	u := url(s.vip(t, false))
+	waitServing(t, lbClient(inside), u)
+	for i := range 5 {
+		if a, err := get(t.Context(), lbClient(outsider), u); err == nil {
+			t.Fatalf("attempt %d: a client outside the source ranges was answered: %+v", i, a)
+		}
+	}
+}
+
+// checkFailover: a long-lived connection through the VIP to a worker keeps
+// working while the holder's agent is killed (its container, as a crash)
+// and the address moves; new connections are answered too.
+func checkFailover(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+	ctx := t.Context()
+	vip := s.vip(t, false)
+	own := holder(t, dyn, s.name, vip)
+	r := newReceivers(t, c)
+	h := c.Clients["client"]
+	// A connection to a worker: the buckets of a load-balancer host's own
+	// node are the only ones a takeover moves (see dataplane.ForNewFlows).
+	var conn *keepAlive
+	for i := 0; conn == nil; i++ {
+		if i == 50 {
+			t.Fatal("no connection reached a worker in 50 attempts")
+		}
+		k, a, err := dialKeepAlive(ctx, h, netip.AddrPortFrom(vip, 80))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(r.of(a.seen), "node-") {
+			conn = k
+			t.Logf("long-lived connection through %s reaches %s (pod %s)", vip, r.of(a.seen), a.pod)
+		} else {
+			k.Close()
+		}
+	}
+	defer conn.Close()
+
+	pod, id, err := c.AgentContainer(ctx, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := pod.Status.ContainerStatuses[0].RestartCount
+	if err := c.Node(own).KillContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the agent's container on %s", own)
+	// The connection carries requests while the address moves and the
+	// kubelet restarts the agent.
+	deadline := time.Now().Add(15 * time.Second)
+	for n := 0; time.Now().Before(deadline); n++ {
+		if _, err := conn.get(); err != nil {
+			t.Fatalf("request %d on the long-lived connection after the kill: %v", n, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		st := p.Status.ContainerStatuses[0]
+		return st.RestartCount > restarts && st.Ready, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent's container was not restarted and ready: %v", err)
+	}
+	if _, err := conn.get(); err != nil {
+		t.Errorf("the long-lived connection after the agent's restart: %v", err)
+	}
+	survey(t, lbClient(h), r, url(vip), 32)
+}
+
+// keepAlive is one HTTP/1.1 connection used for several requests.
+type keepAlive struct {
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func dialKeepAlive(ctx context.Context, h *lab.Host, addr netip.AddrPort) (*keepAlive, answer, error) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := h.DialTCP(dctx, addr)
+	if err != nil {
+		return nil, answer{}, err
+	}
+	k := &keepAlive{conn: conn, rd: bufio.NewReader(conn)}
+	a, err := k.get()
+	if err != nil {
+		conn.Close()
+		return nil, answer{}, err
+	}
+	return k, a, nil
+}
+
+func (k *keepAlive) get() (answer, error) {
+	_ = k.conn.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.WriteString(k.conn, "GET / HTTP/1.1\r\nHost: echo\r\n\r\n"); err != nil {
+		return answer{}, err
+	}
+	resp, err := http.ReadResponse(k.rd, nil)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	return parseAnswer(string(body))
+}
+
+func (k *keepAlive) Close() { _ = k.conn.Close() }
+
+// checkPodRoutes: every node reaches a Pod on every other node by its
+// address on node-ipam's pod network, over the routes groundcloud-router
+// programs from the Route objects.
+func checkPodRoutes(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	pods, err := c.Client.CoreV1().Pods(echoNS).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + s.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, ip := range p.Status.PodIPs {
+			addr := netip.MustParseAddr(ip.IP)
+			for _, n := range c.Nodes {
+				if n.Name == p.Spec.NodeName {
+					continue
+				}
+				a, err := get(t.Context(), lbClient(n.Host), fmt.Sprintf("http://%s/", netip.AddrPortFrom(addr, cluster.EchoHTTPPort)))
+				if err != nil {
+					t.Errorf("%s → pod %s on %s at %s: %v", n.Name, p.Name, p.Spec.NodeName, addr, err)
+					continue
+				}
+				if a.pod != p.Name {
+					t.Errorf("%s → %s answered by %s, want %s", n.Name, addr, a.pod, p.Name)
+				}
+			}
+		}
+	}
+}
