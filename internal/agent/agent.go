@@ -71,7 +71,8 @@ type Config struct {
 	// Cluster, when set, shares the addresses with other hosts and is the
 	// Owner (Owner may then be nil); see cluster.go.
 	Cluster Cluster
-	// Events records split brains (nil: none).
+	// Events records split brains and LoadBalancers that only this host's
+	// own node could serve (nil: none).
 	Events record.EventRecorder
 	// Conntrack forgets flows to addresses this host takes over (nil:
 	// never); see forgetGained.

@@ -279,25 +279,14 @@ func checkLoosePickup(logger klog.Logger) {
 // vipOwnership is what --vip-ownership asks for.
 type vipOwnership struct {
 	Owner     Owner
-	Cluster   Cluster              // memberlist only
-	Events    record.EventRecorder // memberlist only
-	Conntrack Forgetter            // memberlist only
+	Cluster   Cluster // memberlist only
+	Events    record.EventRecorder
+	Conntrack Forgetter // memberlist only
 }
 
-// ownership builds the Owner, and for memberlist the Cluster, an event
-// recorder (stopped when ctx ends) and the conntrack cleaner of takeovers.
+// ownership builds the Owner, an event recorder (stopped when ctx ends),
+// and for memberlist the Cluster and the conntrack cleaner of takeovers.
 func (o *Options) ownership(ctx context.Context, cfg *rest.Config) (vipOwnership, error) {
-	switch o.Ownership {
-	case OwnershipNone:
-		return vipOwnership{Owner: NoAddresses{}}, nil
-	case OwnershipMemberlist:
-	default:
-		return vipOwnership{Owner: AllAddresses{}}, nil
-	}
-	mcfg, err := o.Membership.Config(o.Host, o.Interface)
-	if err != nil {
-		return vipOwnership{}, err
-	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return vipOwnership{}, fmt.Errorf("client: %w", err)
@@ -306,6 +295,17 @@ func (o *Options) ownership(ctx context.Context, cfg *rest.Config) (vipOwnership
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	context.AfterFunc(ctx, b.Shutdown)
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "groundcloud-agent", Host: o.Host})
+	switch o.Ownership {
+	case OwnershipNone:
+		return vipOwnership{Owner: NoAddresses{}, Events: rec}, nil
+	case OwnershipMemberlist:
+	default:
+		return vipOwnership{Owner: AllAddresses{}, Events: rec}, nil
+	}
+	mcfg, err := o.Membership.Config(o.Host, o.Interface)
+	if err != nil {
+		return vipOwnership{}, err
+	}
 	membership.RegisterMetrics()
 	c := membership.New(mcfg)
 	return vipOwnership{Owner: c, Cluster: c, Events: rec, Conntrack: ConntrackForgetter{}}, nil

@@ -21,12 +21,16 @@ import (
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
-// TestCluster is the smoke test of the real cluster: kubelets and
-// containerd in every node, groundcloud installed from deploy/ as Pods. It
-// checks the installation, a kubelet-registered Node initialised by our
-// controller manager, a LoadBalancer carrying traffic to Pods, and the
-// agent's container killed and restarted by its kubelet; then that stopping
-// the cluster left the machine as it was.
+// TestCluster runs the real cluster: kubelets and containerd in every node,
+// groundcloud installed from deploy/ as Pods, load-balancer hosts that are
+// Nodes with Pods of their own. It checks the installation, a
+// kubelet-registered Node initialised by our controller manager, then the
+// load-balancer scenarios on the path users run, client → VIP → a node's
+// kube-proxy → a Pod (lb_test.go): every connection answered also when the
+// holder is a Node, UDP, IPv6, Local policy by where the Pods run, a node
+// drained by kube-proxy's own health, source ranges, pod routes, the
+// holder's agent killed and its link cut with a long-lived connection
+// open; then that stopping the cluster left the machine as it was.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs a real cluster")
@@ -65,22 +69,20 @@ func TestCluster(t *testing.T) {
 	t.Run("node initialised", func(t *testing.T) { checkNodeInitialised(t, c, "node-1") })
 	t.Run("kubernetes Service from every node", func(t *testing.T) { checkKubernetesService(t, c) })
 	t.Run("LoadBalancer to pods", func(t *testing.T) { checkLoadBalancer(t, c) })
-	var web *lbScenario
-	t.Run("load-balancer host is a Node", func(t *testing.T) { web = checkHostAsNode(t, c, dyn) })
+	// The scenario lives as long as the cluster; the subtests use it.
+	web := deployWeb(t, c)
 	withWeb := func(name string, check func(*testing.T, *lbScenario)) {
-		t.Run(name, func(t *testing.T) {
-			if web == nil {
-				t.Skip("no LoadBalancer web to check")
-			}
-			check(t, web)
-		})
+		t.Run(name, func(t *testing.T) { check(t, web) })
 	}
+	withWeb("load-balancer host is a Node", func(t *testing.T, s *lbScenario) { checkHostAsNode(t, c, dyn, s) })
 	withWeb("UDP", func(t *testing.T, s *lbScenario) { checkUDP(t, c, s) })
 	withWeb("pod routes", func(t *testing.T, s *lbScenario) { checkPodRoutes(t, c, s) })
 	withWeb("node drained by kube-proxy's health", func(t *testing.T, s *lbScenario) { checkDrainedNode(t, c, s) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { checkLocalPolicy(t, c) })
 	t.Run("source ranges", func(t *testing.T) { checkSourceRanges(t, c) })
+	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	withWeb("agent container killed", func(t *testing.T, s *lbScenario) { checkFailover(t, c, dyn, s) })
+	withWeb("holder's link down", func(t *testing.T, s *lbScenario) { checkLinkDown(t, c, dyn, s) })
 	if t.Failed() {
 		for _, log := range c.Logs() {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))

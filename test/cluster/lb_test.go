@@ -255,10 +255,7 @@ func lbClient(h *lab.Host) *http.Client {
 // reach through its own DNAT (netfilter maps a connection's destination
 // once per hook, so kube-proxy's NodePort rule would never see it); every
 // other node receives its share.
-func checkHostAsNode(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) *lbScenario {
-	s := deploy(t, c, "web", 4, nil, func(svc *corev1.Service) {
-		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
-	})
+func checkHostAsNode(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
 	for _, v6 := range []bool{false, true} {
@@ -279,7 +276,14 @@ func checkHostAsNode(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) *l
 			t.Errorf("%d answers came through no known node", got[""])
 		}
 	}
-	return s
+}
+
+// deployWeb is the scenario most checks share: four echo Pods, spread by
+// the scheduler, behind a dual-stack Service with TCP and UDP ports.
+func deployWeb(t *testing.T, c *cluster.Cluster) *lbScenario {
+	return deploy(t, c, "web", 4, nil, func(svc *corev1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	})
 }
 
 // checkUDP: datagrams through the VIP are answered by the Pods.
@@ -358,7 +362,7 @@ func checkDrainedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	ctx := t.Context()
 	const node = "node-1"
 	taint := corev1.Taint{Key: "ToBeDeletedByClusterAutoscaler", Value: "1", Effect: corev1.TaintEffectNoSchedule}
-	setTaint := func(on bool) {
+	setTaint := func(ctx context.Context, on bool) {
 		t.Helper()
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
@@ -375,29 +379,11 @@ func checkDrainedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
 	u := url(s.vip(t, false))
-	until := func(what string, cond func(map[string]int) bool) {
-		t.Helper()
-		var got map[string]int
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			got = map[string]int{}
-			for range 32 {
-				a, err := get(ctx, client, u)
-				if err != nil {
-					got["error"]++
-					continue
-				}
-				got[r.of(a.seen)]++
-			}
-			return cond(got), nil
-		})
-		if err != nil {
-			t.Fatalf("%s: connections by receiving node %v", what, got)
-		}
-	}
-	setTaint(true)
-	t.Cleanup(func() { setTaint(false) })
+	until := func(what string, cond func(map[string]int) bool) { untilSpread(t, client, r, u, what, cond) }
+	setTaint(ctx, true)
+	t.Cleanup(func() { setTaint(context.Background(), false) })
 	until(node+" drained", func(got map[string]int) bool { return got[node] == 0 && got["error"] == 0 })
-	setTaint(false)
+	setTaint(ctx, false)
 	until(node+" back", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
 }
 
@@ -426,24 +412,7 @@ func checkFailover(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 	own := holder(t, dyn, s.name, vip)
 	r := newReceivers(t, c)
 	h := c.Clients["client"]
-	// A connection to a worker: the buckets of a load-balancer host's own
-	// node are the only ones a takeover moves (see dataplane.ForNewFlows).
-	var conn *keepAlive
-	for i := 0; conn == nil; i++ {
-		if i == 50 {
-			t.Fatal("no connection reached a worker in 50 attempts")
-		}
-		k, a, err := dialKeepAlive(ctx, h, netip.AddrPortFrom(vip, 80))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(r.of(a.seen), "node-") {
-			conn = k
-			t.Logf("long-lived connection through %s reaches %s (pod %s)", vip, r.of(a.seen), a.pod)
-		} else {
-			k.Close()
-		}
-	}
+	conn := workerConn(t, h, r, vip, "")
 	defer conn.Close()
 
 	pod, id, err := c.AgentContainer(ctx, own)
@@ -503,8 +472,11 @@ func dialKeepAlive(ctx context.Context, h *lab.Host, addr netip.AddrPort) (*keep
 	return k, a, nil
 }
 
-func (k *keepAlive) get() (answer, error) {
-	_ = k.conn.SetDeadline(time.Now().Add(3 * time.Second))
+func (k *keepAlive) get() (answer, error) { return k.getWithin(3 * time.Second) }
+
+// getWithin makes one request on the connection, answered within d.
+func (k *keepAlive) getWithin(d time.Duration) (answer, error) {
+	_ = k.conn.SetDeadline(time.Now().Add(d))
 	if _, err := io.WriteString(k.conn, "GET / HTTP/1.1\r\nHost: echo\r\n\r\n"); err != nil {
 		return answer{}, err
 	}
@@ -547,5 +519,163 @@ func checkPodRoutes(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 				}
 			}
 		}
+	}
+}
+
+// checkLinkDown: the holder's link goes down (the machine falls off the
+// network; its kubelet goes with it). Another host takes the address over,
+// a long-lived connection to a worker lives on through it, and new
+// connections are answered. When the link is back, the address settles
+// with one holder and traffic flows.
+func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+	ctx := t.Context()
+	vip := s.vip(t, false)
+	own := holder(t, dyn, s.name, vip)
+	r := newReceivers(t, c)
+	h := c.Clients["client"]
+	conn := workerConn(t, h, r, vip, own)
+	defer conn.Close()
+
+	host := c.Node(own).Host
+	if err := host.SetLink(false); err != nil {
+		t.Fatal(err)
+	}
+	linkUp := func() {
+		if err := host.SetLink(true); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(linkUp)
+	t.Logf("%s holding %s is off the network", own, vip)
+	// Requests on the held connection: one may wait for the takeover (a
+	// second or so); none may fail.
+	for n := range 20 {
+		if _, err := conn.getWithin(10 * time.Second); err != nil {
+			t.Fatalf("request %d on the long-lived connection with %s down: %v", n, own, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	// New connections: once the new holder's probes find the lost node
+	// unhealthy and the node lifecycle controller takes its Pods out of
+	// the endpoints (after the node-monitor grace period), every one is
+	// answered, none through it.
+	client := lbClient(h)
+	untilSpread(t, client, r, url(vip), "new connections with "+own+" down", func(got map[string]int) bool {
+		return got["error"] == 0 && got[own] == 0
+	})
+
+	linkUp()
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, s.name)
+		if err != nil {
+			return false, nil
+		}
+		for _, h := range lb.Status.Hosts {
+			for _, cond := range h.Conditions {
+				if cond.Type == "Programmed" && cond.Status != metav1.ConditionTrue {
+					return false, nil
+				}
+			}
+		}
+		return len(lb.Status.Hosts) == 2, nil
+	})
+	if err != nil {
+		t.Errorf("the hosts are not both programmed after %s came back: %v", own, err)
+	}
+	if _, err := conn.get(); err != nil {
+		t.Errorf("the long-lived connection after %s came back: %v", own, err)
+	}
+	survey(t, client, r, url(vip), 32)
+}
+
+// workerConn opens a long-lived connection through vip that reaches a
+// worker (the buckets of a load-balancer host's own node are the only ones
+// a takeover moves: see dataplane.ForNewFlows) and a Pod not on node avoid.
+func workerConn(t *testing.T, h *lab.Host, r receivers, vip netip.Addr, avoid string) *keepAlive {
+	t.Helper()
+	for range 50 {
+		k, a, err := dialKeepAlive(t.Context(), h, netip.AddrPortFrom(vip, 80))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(r.of(a.seen), "node-") && a.node != avoid {
+			t.Logf("long-lived connection through %s reaches %s (pod %s on %s)", vip, r.of(a.seen), a.pod, a.node)
+			return k
+		}
+		k.Close()
+	}
+	t.Fatal("no connection reached a worker in 50 attempts")
+	return nil
+}
+
+// untilSpread makes rounds of 32 connections through u until the answers
+// per receiving node ("error" for a failed one) satisfy cond.
+func untilSpread(t *testing.T, client *http.Client, r receivers, u, what string, cond func(map[string]int) bool) {
+	t.Helper()
+	var got map[string]int
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got = map[string]int{}
+		for range 32 {
+			a, err := get(ctx, client, u)
+			if err != nil {
+				got["error"]++
+				continue
+			}
+			got[r.of(a.seen)]++
+		}
+		return cond(got), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: connections by receiving node %v", what, got)
+	}
+}
+
+// checkOwnNodeOnly: a Local Service whose only Pod runs on the node that
+// holds its address is what proxy forwarding cannot serve (the holder
+// would DNAT to its own NodePort). The holder says so: a Warning Event
+// OwnNodeOnly on the Service and that reason on its Programmed condition.
+func checkOwnNodeOnly(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
+	ctx := t.Context()
+	s := deploy(t, c, "solo", 1, map[string]string{corev1.LabelHostname: "node-1"}, func(svc *corev1.Service) {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	vip := s.vip(t, false)
+	own := holder(t, dyn, s.name, vip)
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":%q}}}}}`, own)
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, s.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, s.name)
+		if err != nil {
+			return false, nil
+		}
+		for _, h := range lb.Status.Hosts {
+			for _, cond := range h.Conditions {
+				if h.Name == own && cond.Type == "Programmed" {
+					reason = cond.Reason
+				}
+			}
+		}
+		return reason == "OwnNodeOnly", nil
+	})
+	if err != nil {
+		t.Fatalf("%s's Programmed condition: reason %q, want OwnNodeOnly with the only Pod on %s", own, reason, own)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := c.Client.CoreV1().Events(echoNS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + s.name + ",reason=OwnNodeOnly"})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Service" && strings.Contains(e.Message, own) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no Warning OwnNodeOnly on Service %s naming %s: %v", s.name, own, err)
 	}
 }
