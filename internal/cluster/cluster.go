@@ -229,6 +229,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			return err
 		}
 		c.closers = append(c.closers, f.Close)
+		n.apiRelay = f
 		// Processes on the host network reach Services by kube-proxy's
 		// DNAT in OUTPUT, after a route lookup that must succeed first:
 		// a node has no default route here.

@@ -34,6 +34,9 @@ type Node struct {
 
 	paths      nodePaths
 	cgroupRoot string
+	// apiRelay carries the node's connections to the apiserver (see
+	// Cluster.APIServer).
+	apiRelay   *lab.Forwarder
 	holder     *lab.Process
 	containerd *lab.Process
 	kubelet    *lab.Process
@@ -52,6 +55,17 @@ mkdir -p /var/lib/kubelet/device-plugins /var/log/containers /var/log/pods /run/
 echo "node: mount namespace ready"
 exec sleep infinity
 `
+
+// SetLink plugs or pulls the node's cable: its link to the lab, and with
+// it the way its kubelet, kube-proxy and host-network Pods reach the
+// apiserver, which the test bed relays outside the lab.
+func (n *Node) SetLink(up bool) error {
+	if err := n.Host.SetLink(up); err != nil {
+		return err
+	}
+	n.apiRelay.SetBlocked(!up)
+	return nil
+}
 
 // ContainerdSocket is the node's containerd socket (CRI and containerd's
 // own API).

@@ -13,10 +13,11 @@ import (
 // Forwarder accepts TCP connections inside a host and relays them to an
 // address the calling process reaches from the root namespace.
 type Forwarder struct {
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	ln      net.Listener
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	blocked bool
 }
 
 // ForwardLoopback makes addr, a host:port on the root namespace's loopback
@@ -57,6 +58,9 @@ func (h *Host) Forward(ctx context.Context, listen, target string) (*Forwarder, 
 
 func (f *Forwarder) relay(in net.Conn, addr string) {
 	defer in.Close()
+	if f.isBlocked() {
+		return
+	}
 	out, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return
@@ -78,10 +82,29 @@ func (f *Forwarder) relay(in net.Conn, addr string) {
 	<-done
 }
 
+// SetBlocked cuts the relay (every relayed connection closed, new ones
+// closed at once) or restores it, as a network between the two ends would.
+func (f *Forwarder) SetBlocked(blocked bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blocked = blocked
+	if blocked {
+		for c := range f.conns {
+			_ = c.Close()
+		}
+	}
+}
+
+func (f *Forwarder) isBlocked() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blocked
+}
+
 func (f *Forwarder) track(cs ...net.Conn) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.conns == nil {
+	if f.conns == nil || f.blocked {
 		return false
 	}
 	for _, c := range cs {

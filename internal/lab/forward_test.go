@@ -2,9 +2,11 @@ package lab
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 func TestForwardLoopback(t *testing.T) {
@@ -53,7 +55,21 @@ func TestForwardLoopback(t *testing.T) {
 	if err != nil || got != "root says hi\n" {
 		t.Fatalf("through the forwarder: %q, %v", got, err)
 	}
+
+	// Blocked: the relayed connection is cut, new ones get nothing; then
+	// back.
+	f.SetBlocked(true)
+	if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Error("a relayed connection survived SetBlocked(true)")
+	}
 	c.Close()
+	if got, err := exchange(h, addr); err == nil {
+		t.Errorf("blocked forwarder relayed: %q", got)
+	}
+	f.SetBlocked(false)
+	if got, err := exchange(h, addr); err != nil || got != "root says hi\n" {
+		t.Errorf("after SetBlocked(false): %q, %v", got, err)
+	}
 
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -62,4 +78,20 @@ func TestForwardLoopback(t *testing.T) {
 		c.Close()
 		t.Fatal("forwarder still accepts after Close")
 	}
+}
+
+// exchange sends one line from h to addr and reads the answer.
+func exchange(h *Host, addr netip.AddrPort) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := h.DialTCP(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("hi\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
 }

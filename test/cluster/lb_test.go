@@ -536,12 +536,12 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 	conn := workerConn(t, h, r, vip, own)
 	defer conn.Close()
 
-	host := c.Node(own).Host
-	if err := host.SetLink(false); err != nil {
+	node := c.Node(own)
+	if err := node.SetLink(false); err != nil {
 		t.Fatal(err)
 	}
 	linkUp := func() {
-		if err := host.SetLink(true); err != nil {
+		if err := node.SetLink(true); err != nil {
 			t.Error(err)
 		}
 	}
