@@ -78,9 +78,11 @@ func TestCluster(t *testing.T) {
 	withWeb("UDP", func(t *testing.T, s *lbScenario) { checkUDP(t, c, s) })
 	withWeb("pod routes", func(t *testing.T, s *lbScenario) { checkPodRoutes(t, c, s) })
 	withWeb("node drained by kube-proxy's health", func(t *testing.T, s *lbScenario) { checkDrainedNode(t, c, s) })
+	withWeb("node excluded by label", func(t *testing.T, s *lbScenario) { checkExcludedNode(t, c, s) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { checkLocalPolicy(t, c) })
 	t.Run("source ranges", func(t *testing.T) { checkSourceRanges(t, c) })
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
+	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, s) })
 	withWeb("agent container killed", func(t *testing.T, s *lbScenario) { checkFailover(t, c, dyn, s) })
 	withWeb("holder's link down", func(t *testing.T, s *lbScenario) { checkLinkDown(t, c, dyn, s) })
 	if t.Failed() {

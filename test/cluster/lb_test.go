@@ -679,3 +679,81 @@ func checkOwnNodeOnly(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
 		t.Errorf("no Warning OwnNodeOnly on Service %s naming %s: %v", s.name, own, err)
 	}
 }
+
+// checkExcludedNode: a Node labelled as Kubernetes excludes a node from
+// load balancers gets no new connections; without the label it gets them
+// again.
+func checkExcludedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	ctx := t.Context()
+	const node = "node-2"
+	label := func(ctx context.Context, on bool) {
+		t.Helper()
+		patch := `{"metadata":{"labels":{"` + corev1.LabelNodeExcludeBalancers + `":null}}}`
+		if on {
+			patch = `{"metadata":{"labels":{"` + corev1.LabelNodeExcludeBalancers + `":"true"}}}`
+		}
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	u := url(s.vip(t, false))
+	label(ctx, true)
+	t.Cleanup(func() { label(context.Background(), false) })
+	untilSpread(t, client, r, u, node+" excluded", func(got map[string]int) bool { return got[node] == 0 && got["error"] == 0 })
+	label(ctx, false)
+	untilSpread(t, client, r, u, node+" included again", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
+}
+
+// checkAPIServerAway: with the apiserver stopped, kube-proxy and the
+// agents keep what they programmed: every new connection is answered and a
+// long-lived one lives on; when it is back, so is everything else.
+func checkAPIServerAway(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	vip := s.vip(t, false)
+	r := newReceivers(t, c)
+	h := c.Clients["client"]
+	conn := workerConn(t, h, r, vip, "")
+	defer conn.Close()
+	if err := c.CP.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			if err := c.CP.StartAPIServer(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(start)
+	client := lbClient(h)
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; time.Now().Before(deadline); n++ {
+		if _, err := conn.get(); err != nil {
+			t.Fatalf("request %d on the long-lived connection with the apiserver away: %v", n, err)
+		}
+		survey(t, client, r, url(vip), 4)
+		time.Sleep(500 * time.Millisecond)
+	}
+	start()
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("nodes not all Ready after the apiserver came back: %v", err)
+	}
+	survey(t, client, r, url(vip), 32)
+}
