@@ -757,3 +757,143 @@ func checkAPIServerAway(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	}
 	survey(t, client, r, url(vip), 32)
 }
+
+// hostHolds reports whether a load-balancer host has vip on its interface
+// and in its nftables ruleset.
+func hostHolds(t *testing.T, h *lab.Host, vip netip.Addr) (addr, rules bool) {
+	t.Helper()
+	out, err := h.Command(t.Context(), "ip", "-o", "addr", "show", "dev", h.Iface).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip addr in %s: %v\n%s", h.Name, err, out)
+	}
+	addr = strings.Contains(string(out), " "+vip.String()+"/")
+	fam := "ip"
+	if vip.Is6() {
+		fam = "ip6"
+	}
+	// No table is no rule.
+	ruleset, _ := h.Command(t.Context(), "nft", "list", "table", fam, "groundcloud").CombinedOutput()
+	rules = strings.Contains(string(ruleset), vip.String()+" ")
+	return addr, rules
+}
+
+// checkSharedAddress: two Services share one requested address on
+// different ports (allow-shared-ip), each answered by its own Pods;
+// deleting them frees the address (no host holds it, no rule names it, it
+// answers no more) and a new Service can request it.
+func checkSharedAddress(t *testing.T, c *cluster.Cluster) {
+	ctx := t.Context()
+	vip := netip.MustParseAddr("192.0.2.215")
+	shared := func(port int32) func(*corev1.Service) {
+		return func(svc *corev1.Service) {
+			svc.Annotations = map[string]string{
+				"groundcloud.io/load-balancer-ips": vip.String(),
+				"groundcloud.io/allow-shared-ip":   "team",
+			}
+			svc.Spec.Ports = svc.Spec.Ports[:1]
+			svc.Spec.Ports[0].Port = port
+		}
+	}
+	a := deploy(t, c, "share-a", 1, nil, shared(80))
+	b := deploy(t, c, "share-b", 1, nil, shared(8080))
+	if a.vips[0] != vip || b.vips[0] != vip {
+		t.Fatalf("share-a got %v, share-b %v; want both %s", a.vips, b.vips, vip)
+	}
+	client := lbClient(c.Clients["client"])
+	for _, s := range []struct {
+		name string
+		port uint16
+	}{{"share-a", 80}, {"share-b", 8080}} {
+		u := fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, s.port))
+		waitServing(t, client, u)
+		for range 8 {
+			ans, err := get(ctx, client, u)
+			if err != nil {
+				t.Fatalf("%s: %v", u, err)
+			}
+			if !strings.HasPrefix(ans.pod, s.name+"-") {
+				t.Errorf("%s answered by %s, want a Pod of %s", u, ans.pod, s.name)
+			}
+		}
+	}
+
+	for _, name := range []string{"share-a", "share-b"} {
+		if err := c.Client.CoreV1().Services(echoNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, n := range c.Nodes {
+			if !n.LoadBalancer {
+				continue
+			}
+			if addr, rules := hostHolds(t, n.Host, vip); addr || rules {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("%s still held or programmed after both Services were deleted: %v", vip, err)
+	}
+	if ans, err := get(ctx, client, url(vip)); err == nil {
+		t.Errorf("%s answers after its Services were deleted: %+v", vip, ans)
+	}
+	reuse := deploy(t, c, "reuse", 1, nil, shared(80))
+	if reuse.vips[0] != vip {
+		t.Errorf("reuse got %v, want the freed %s", reuse.vips, vip)
+	}
+	waitServing(t, client, url(vip))
+}
+
+// checkHostRetired: a load-balancer host whose label is removed loses its
+// agent Pod, which shuts down cleanly: its table and addresses are gone,
+// the other host serves every address. Labelled again, it serves again.
+func checkHostRetired(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+	ctx := t.Context()
+	vip := s.vip(t, false)
+	own := holder(t, dyn, s.name, vip)
+	node := c.Node(own)
+	label := func(ctx context.Context, on bool) {
+		t.Helper()
+		patch := `{"metadata":{"labels":{"` + cluster.LoadBalancerLabel + `":null}}}`
+		if on {
+			patch = `{"metadata":{"labels":{"` + cluster.LoadBalancerLabel + `":"true"}}}`
+		}
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, own, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(ctx, false)
+	t.Cleanup(func() { label(context.Background(), true) })
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, _, err := c.AgentContainer(ctx, own); err == nil {
+			return false, nil
+		}
+		out, _ := node.Host.Command(ctx, "nft", "list", "tables").CombinedOutput()
+		addr, _ := hostHolds(t, node.Host, vip)
+		return !strings.Contains(string(out), "groundcloud") && !addr, nil
+	})
+	if err != nil {
+		t.Fatalf("%s still runs its agent, tables or address after its label was removed: %v", own, err)
+	}
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	untilSpread(t, client, r, url(vip), "served by the other host", func(got map[string]int) bool { return got["error"] == 0 })
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return holder(t, dyn, s.name, vip) != own, nil
+	})
+	if err != nil {
+		t.Errorf("status still names %s as the holder of %s: %v", own, vip, err)
+	}
+
+	label(ctx, true)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, _, err := c.AgentContainer(ctx, own)
+		return err == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Ready, nil
+	})
+	if err != nil {
+		t.Fatalf("no agent on %s after it was labelled again: %v", own, err)
+	}
+	survey(t, client, r, url(vip), 32)
+}
