@@ -208,18 +208,24 @@ func holder(t *testing.T, dyn dynamic.Interface, name string, vip netip.Addr) st
 	return host
 }
 
-// waitServing waits until a request through url is answered: the agent
-// programs a new Service, and kube-proxy its NodePort, a moment after the
-// address is assigned.
+// waitServing waits until ten requests in a row through url are answered:
+// the agents program a new Service, and every node's kube-proxy its
+// NodePort and endpoints (at most once a second), a moment after the
+// address is assigned; until then a connection may be refused.
 func waitServing(t *testing.T, client *http.Client, url string) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, last = get(ctx, client, url)
-		return last == nil, nil
+	inRow := 0
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, last = get(ctx, client, url); last != nil {
+			inRow = 0
+			return false, nil
+		}
+		inRow++
+		return inRow == 10, nil
 	})
 	if err != nil {
-		t.Fatalf("%s never answered: %v (%v)", url, last, err)
+		t.Fatalf("%s not answered ten times in a row: last error %v (%v)", url, last, err)
 	}
 }
 

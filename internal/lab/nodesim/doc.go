@@ -1,11 +1,23 @@
 // Package nodesim is the data path of a simulated Kubernetes node, for the
-// hosts of a lab (package lab): it answers on NodePorts with the node's name
-// and the client's address as the node saw it (so tests can tell SNAT from
-// no NAT), and answers health checks the way kube-proxy does, both its own
-// /healthz and a Service's healthCheckNodePort. cmd/groundcloud-nodesim is a
-// thin main over it; tests and benchmarks may also run a Server in-process,
-// calling Listen from lab.Host.Do so the sockets live in the host's
-// namespace.
+// hosts of a lab (package lab).
+//
+// The load-balancer scenarios on the path users run (client → VIP →
+// kube-proxy → a Pod) are in test/cluster, on real kubelets, kube-proxy and
+// Pods (package cluster). nodesim remains for what has not moved there yet
+// and runs on the apiserver-only test bed (package sandbox): the
+// controller-manager and agent scenarios of test/e2e that assert objects,
+// Events and agent behaviour (requests refused, hand edits, orphaned
+// addresses, gossip cut between hosts, agents restarted with other flags),
+// the scale benchmark's 100 nodes, and the data-plane and failover
+// benchmarks, which compare the data plane with a plain router, direct
+// access and HAProxy to the same listeners.
+//
+// It answers on NodePorts with the node's name and the client's address as
+// the node saw it (so tests can tell SNAT from no NAT), and answers health
+// checks the way kube-proxy does, both its own /healthz and a Service's
+// healthCheckNodePort. cmd/groundcloud-nodesim is a thin main over it;
+// tests and benchmarks may also run a Server in-process, calling Listen
+// from lab.Host.Do so the sockets live in the host's namespace.
 //
 // It owns: the protocol the tests rely on (see Server), and health
 // controlled through files in a state directory, so that a test in another
