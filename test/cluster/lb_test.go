@@ -415,7 +415,7 @@ func checkSourceRanges(t *testing.T, c *cluster.Cluster) {
 func checkFailover(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
-	own := holder(t, dyn, s.name, vip)
+	own := settledHolder(t, c, dyn, s.name, vip)
 	r := newReceivers(t, c)
 	h := c.Clients["client"]
 	conn := workerConn(t, h, r, vip, "")
@@ -536,7 +536,7 @@ func checkPodRoutes(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
-	own := holder(t, dyn, s.name, vip)
+	own := settledHolder(t, c, dyn, s.name, vip)
 	r := newReceivers(t, c)
 	h := c.Clients["client"]
 	conn := workerConn(t, h, r, vip, own)
@@ -858,7 +858,7 @@ func checkSharedAddress(t *testing.T, c *cluster.Cluster) {
 func checkHostRetired(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
-	own := holder(t, dyn, s.name, vip)
+	own := settledHolder(t, c, dyn, s.name, vip)
 	node := c.Node(own)
 	label := func(ctx context.Context, on bool) {
 		t.Helper()
@@ -902,4 +902,45 @@ func checkHostRetired(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s
 		t.Fatalf("no agent on %s after it was labelled again: %v", own, err)
 	}
 	survey(t, client, r, url(vip), 32)
+}
+
+// settledHolder waits until every load-balancer host is a Ready member
+// (none in its hold-down after a restart or a link coming back, when it
+// would not yet take addresses over) and exactly one host has vip, and
+// returns that host: the one whose kernel holds the address.
+func settledHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name string, vip netip.Addr) string {
+	t.Helper()
+	var held []string
+	var members map[string]string
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, name)
+		if err != nil {
+			return false, nil
+		}
+		members = map[string]string{}
+		for _, h := range lb.Status.Hosts {
+			for _, cond := range h.Conditions {
+				if cond.Type == "Member" {
+					members[h.Name] = cond.Reason
+				}
+			}
+		}
+		held = nil
+		for _, n := range c.Nodes {
+			if !n.LoadBalancer {
+				continue
+			}
+			if members[n.Name] != "Ready" {
+				return false, nil
+			}
+			if addr, _ := hostHolds(t, n.Host, vip); addr {
+				held = append(held, n.Name)
+			}
+		}
+		return len(held) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("%s not settled: held by %v, members %v: %v", vip, held, members, err)
+	}
+	return held[0]
 }
