@@ -84,7 +84,7 @@ func TestCluster(t *testing.T) {
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })
 	withWeb("load-balancer host retired", func(t *testing.T, s *lbScenario) { checkHostRetired(t, c, dyn, s) })
-	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, s) })
+	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
 	withWeb("agent container killed", func(t *testing.T, s *lbScenario) { checkFailover(t, c, dyn, s) })
 	withWeb("holder's link down", func(t *testing.T, s *lbScenario) { checkLinkDown(t, c, dyn, s) })
 	if t.Failed() {
