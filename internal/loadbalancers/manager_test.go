@@ -25,6 +25,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/lbclass"
 )
 
 const poolConfig = "[Global]\nregion = lab\n\n[Pool \"default\"]\naddresses = 192.0.2.200-192.0.2.201\n"
@@ -569,4 +570,16 @@ func TestNotReadyIsRetried(t *testing.T) {
 	if !errors.As(err, &retry) {
 		t.Fatalf("Ensure before the rebuild = %v, want a RetryError", err)
 	}
+}
+
+// TestClassServiceFollowsNodes: a Service of groundcloud's
+// loadBalancerClass (served by internal/lbclass) is refreshed like one
+// without a class when the Nodes change.
+func TestClassServiceFollowsNodes(t *testing.T) {
+	h := startManager(t, newFakeDynamic(), newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11")))
+	class := lbclass.Class
+	h.mustEnsure(newSvc("web", func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }))
+	waitCached(t, h.m, 1)
+	h.setNode(newNode("new", withAddr(v1.NodeInternalIP, "192.0.2.30")))
+	h.waitBackends("web", "a", "new")
 }
