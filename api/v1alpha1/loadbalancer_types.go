@@ -13,7 +13,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=glb;glbs,categories=groundcloud
-// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses`,description="Virtual IPs"
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.metadata.annotations.groundcloud\.io/addresses`,description="Virtual IPs"
 // +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.metadata.annotations.groundcloud\.io/ports`,description="Ports served"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
@@ -204,6 +204,12 @@ type LoadBalancerList struct {
 // AnnotationPorts on a LoadBalancer lists its ports for printing
 // ("80/TCP,53/UDP"); the controller manager writes it with the spec.
 const AnnotationPorts = "groundcloud.io/ports"
+
+// AnnotationAddresses on a LoadBalancer lists its addresses for printing
+// ("192.0.2.200,2001:db8::c8"): a printer column shows only the first value
+// a JSONPath finds, or a list as JSON. The controller manager writes it
+// with the spec.
+const AnnotationAddresses = "groundcloud.io/addresses"
 
 // Condition types and reasons.
 const (

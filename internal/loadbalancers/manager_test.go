@@ -22,6 +22,7 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/addresspools"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -34,7 +35,7 @@ func newFakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	// An empty scheme keeps the objects unstructured, as the apiserver's are.
 	scheme := runtime.NewScheme()
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{lbapi.Resource: "LoadBalancerList"}, objs...)
+		map[schema.GroupVersionResource]string{lbapi.Resource: "LoadBalancerList", addresspools.Resource: "AddressPoolList"}, objs...)
 }
 
 // harness is a Manager over fake clients: LoadBalancers in dyn, Nodes and
@@ -204,6 +205,9 @@ func withAnnotation(k, v string) func(*v1.Service) {
 func apiWrites(dyn *dynamicfake.FakeDynamicClient) []string {
 	var out []string
 	for _, a := range dyn.Actions() {
+		if a.GetResource() != lbapi.Resource {
+			continue // AddressPools: see TestAddressPools
+		}
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete":
 			name := ""

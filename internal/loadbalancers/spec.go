@@ -64,6 +64,15 @@ func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend) (v1a
 	return spec, err
 }
 
+// PrintAnnotations are the annotations kubectl prints a LoadBalancer
+// with, for spec: its ports and its addresses as text.
+func PrintAnnotations(spec *v1alpha1.LoadBalancerSpec) map[string]string {
+	return map[string]string{
+		v1alpha1.AnnotationPorts:     PortsSummary(spec),
+		v1alpha1.AnnotationAddresses: strings.Join(spec.Addresses, ","),
+	}
+}
+
 // PortsSummary is the value of v1alpha1.AnnotationPorts for spec.
 func PortsSummary(spec *v1alpha1.LoadBalancerSpec) string {
 	var parts []string
