@@ -74,7 +74,7 @@ func TestCRDValidation(t *testing.T) {
 				"apiVersion": "groundcloud.io/v1alpha1",
 				"kind":       "LoadBalancer",
 				"metadata": map[string]any{"name": "lb-" + string(rune('a'+i)), "namespace": "default",
-					"annotations": map[string]any{"groundcloud.io/ports": "80/TCP"}},
+					"annotations": map[string]any{"groundcloud.io/ports": "80/TCP", "groundcloud.io/addresses": "192.0.2.10,2001:db8::10"}},
 				"spec": spec,
 			}}
 			_, err := dyn.Resource(lbapi.Resource).Namespace("default").Create(t.Context(), obj, metav1.CreateOptions{})
@@ -93,7 +93,7 @@ func TestCRDValidation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl: %v\n%s", err, out)
 	}
-	for _, col := range []string{"ADDRESSES", "PORTS", "READY", "AGE", `["192.0.2.10","2001:db8::10"]`, "80/TCP"} {
+	for _, col := range []string{"ADDRESSES", "PORTS", "READY", "AGE", "192.0.2.10,2001:db8::10", "80/TCP"} {
 		if !strings.Contains(string(out), col) {
 			t.Errorf("kubectl get loadbalancers lacks %q:\n%s", col, out)
 		}
