@@ -133,17 +133,34 @@ type Backend struct {
 }
 
 // HealthCheck says how to probe a backend.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == 'TCP' || has(self.path)",message="an HTTP health check needs a path"
 type HealthCheck struct {
+	// Type is HTTP (a GET of port and path; a 200 answer means healthy)
+	// or TCP (a connection to port; accepted means healthy).
+	// +kubebuilder:validation:Enum=HTTP;TCP
+	// +kubebuilder:default=HTTP
+	// +optional
+	Type string `json:"type,omitempty"`
 	// Port on the node: the Service's healthCheckNodePort for
-	// externalTrafficPolicy Local, kube-proxy's 10256 otherwise.
+	// externalTrafficPolicy Local; for Cluster, the cloud-config's
+	// cluster-health-check-port (kube-proxy's 10256 by default), or the
+	// Service's NodePort for a TCP check.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// Path of the HTTP GET; a 200 answer means healthy.
+	// Path of the HTTP GET.
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^/`
-	Path string `json:"path"`
+	// +optional
+	Path string `json:"path,omitempty"`
 }
+
+// Health check types.
+const (
+	HealthCheckHTTP = "HTTP"
+	HealthCheckTCP  = "TCP"
+)
 
 // LoadBalancerStatus is what agents report.
 type LoadBalancerStatus struct {

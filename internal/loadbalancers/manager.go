@@ -224,7 +224,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 	if !held {
 		return nil, reqErr
 	}
-	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current())
+	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
 	// A failed write keeps the allocation: the object may exist even when
 	// the request failed, and releasing the address could hand it out
 	// twice. Get reports the allocation, so the service controller still
@@ -317,14 +317,18 @@ func (m *Manager) waitReady(ctx context.Context) error {
 	}
 }
 
-// refreshPools applies a reloaded cloud-config's pools and reports whether
-// there was one. Callers hold mu.
+// refreshPools applies a reloaded cloud-config's pools (and its cluster
+// health check, to every LoadBalancer through the queue) and reports
+// whether there was one. Callers hold mu.
 func (m *Manager) refreshPools() bool {
 	cfg := m.config()
 	if cfg == m.poolsFrom {
 		return false
 	}
 	m.alloc.SetPools(cfg.Pools)
+	if m.poolsFrom.Global.ClusterHealthCheck != cfg.Global.ClusterHealthCheck {
+		m.enqueueAll() // every LoadBalancer's health check follows
+	}
 	m.poolsFrom = cfg
 	m.pools.Due()
 	return true

@@ -498,7 +498,7 @@ func TestImpossibleEditKeepsApplying(t *testing.T) {
 				Addresses: []string{"192.0.2.201"}, Pool: "default",
 				Ports:                 []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 31080}},
 				Backends:              []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}},
-				HealthCheck:           &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"},
+				HealthCheck:           &v1alpha1.HealthCheck{Type: "HTTP", Port: 32001, Path: "/healthz"},
 				ExternalTrafficPolicy: "Local", SessionAffinity: "ClientIP",
 				SourceRanges: []string{"198.51.100.0/24"},
 			}
