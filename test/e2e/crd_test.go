@@ -62,6 +62,15 @@ func TestCRDValidation(t *testing.T) {
 			s["externalTrafficPolicy"] = "Local"
 			delete(s, "healthCheck")
 		}, wantErr: "externalTrafficPolicy Local needs a healthCheck"},
+		{name: "TCP health check, no path", mutate: func(s map[string]any) {
+			s["healthCheck"] = map[string]any{"type": "TCP", "port": int64(30080)}
+		}},
+		{name: "HTTP health check without a path", mutate: func(s map[string]any) {
+			s["healthCheck"] = map[string]any{"type": "HTTP", "port": int64(10256)}
+		}, wantErr: "an HTTP health check needs a path"},
+		{name: "health check defaults to HTTP", mutate: func(s map[string]any) {
+			s["healthCheck"] = map[string]any{"port": int64(10256)}
+		}, wantErr: "an HTTP health check needs a path"},
 		{name: "affinity timeout without affinity", mutate: func(s map[string]any) { s["sessionAffinityTimeoutSeconds"] = int64(60) }, wantErr: "needs sessionAffinity ClientIP"},
 	}
 	for i, tt := range tests {
