@@ -13,7 +13,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=glb;glbs,categories=groundcloud
-// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses`,description="Virtual IPs"
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.metadata.annotations.groundcloud\.io/addresses`,description="Virtual IPs"
 // +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.metadata.annotations.groundcloud\.io/ports`,description="Ports served"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
@@ -133,17 +133,34 @@ type Backend struct {
 }
 
 // HealthCheck says how to probe a backend.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == 'TCP' || has(self.path)",message="an HTTP health check needs a path"
 type HealthCheck struct {
+	// Type is HTTP (a GET of port and path; a 200 answer means healthy)
+	// or TCP (a connection to port; accepted means healthy).
+	// +kubebuilder:validation:Enum=HTTP;TCP
+	// +kubebuilder:default=HTTP
+	// +optional
+	Type string `json:"type,omitempty"`
 	// Port on the node: the Service's healthCheckNodePort for
-	// externalTrafficPolicy Local, kube-proxy's 10256 otherwise.
+	// externalTrafficPolicy Local; for Cluster, the cloud-config's
+	// cluster-health-check-port (kube-proxy's 10256 by default), or the
+	// Service's NodePort for a TCP check.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// Path of the HTTP GET; a 200 answer means healthy.
+	// Path of the HTTP GET.
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^/`
-	Path string `json:"path"`
+	// +optional
+	Path string `json:"path,omitempty"`
 }
+
+// Health check types.
+const (
+	HealthCheckHTTP = "HTTP"
+	HealthCheckTCP  = "TCP"
+)
 
 // LoadBalancerStatus is what agents report.
 type LoadBalancerStatus struct {
@@ -204,6 +221,12 @@ type LoadBalancerList struct {
 // AnnotationPorts on a LoadBalancer lists its ports for printing
 // ("80/TCP,53/UDP"); the controller manager writes it with the spec.
 const AnnotationPorts = "groundcloud.io/ports"
+
+// AnnotationAddresses on a LoadBalancer lists its addresses for printing
+// ("192.0.2.200,2001:db8::c8"): a printer column shows only the first value
+// a JSONPath finds, or a list as JSON. The controller manager writes it
+// with the spec.
+const AnnotationAddresses = "groundcloud.io/addresses"
 
 // Condition types and reasons.
 const (

@@ -88,13 +88,15 @@ type Agent struct {
 	checker  *health.Checker
 	runner   *dataplane.Runner
 
-	reannounce atomic.Bool // announce held addresses after the next sync
-	retrying   atomic.Bool // a sync to retry a conntrack clean-up is planned
-	reports    reportQueue
-	looseOnce  sync.Once
-	held       map[netip.Addr]bool // owned after the last sync; used by sync only
-	ownOnly    map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
-	metrics    syncMetrics         // used by sync only
+	reannounce  atomic.Bool // announce held addresses after the next sync
+	retrying    atomic.Bool // a sync to retry a conntrack clean-up is planned
+	reports     reportQueue
+	looseOnce   sync.Once
+	held        map[netip.Addr]bool // owned after the last sync; used by sync only
+	ownOnly     map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
+	served      map[string]bool     // LoadBalancers that have had a healthy backend; used by sync only
+	neverWarned map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
+	metrics     syncMetrics         // used by sync only
 }
 
 // New builds an agent; it starts nothing.
@@ -189,6 +191,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		return err
 	}
 	plan := a.plan(ctx, lbs)
+	a.noteNeverHealthy(lbs, &plan)
 
 	start := time.Now()
 	res, syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)

@@ -65,6 +65,8 @@ func (r hostReport) outcome() (bool, string, string) {
 		reason = ReasonConflict
 	case r.Problems.OwnNodeOnly:
 		reason = ReasonOwnNodeOnly
+	case r.Problems.NoHealthyBackend:
+		reason = ReasonNoHealthyBackend
 	}
 	return false, reason, "not programmed: " + strings.Join(msgs, "; ")
 }

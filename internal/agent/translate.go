@@ -34,6 +34,9 @@ type Problems struct {
 	// OwnNodeOnly: this host is a Node and the only healthy backend, which
 	// proxy forwarding cannot serve (dataplane.ForNewFlows).
 	OwnNodeOnly bool
+	// NoHealthyBackend: no backend has passed its health check since this
+	// agent first saw the LoadBalancer (neverhealthy.go).
+	NoHealthyBackend bool
 }
 
 func (p *Problems) add(conflict bool, msg string) {
@@ -204,7 +207,7 @@ func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.St
 			continue
 		}
 		if hc := lb.Spec.HealthCheck; hc != nil {
-			t := health.Target{Addr: be.Addrs[0], Port: hc.Port, Path: hc.Path}
+			t := health.Target{Addr: be.Addrs[0], Port: hc.Port, Path: hc.Path, TCP: hc.Type == v1alpha1.HealthCheckTCP}
 			targets[t] = struct{}{}
 			st := state(t)
 			be.Healthy = st == health.Healthy
@@ -229,6 +232,12 @@ func compareTargets(a, b health.Target) int {
 	}
 	if a.Port != b.Port {
 		return int(a.Port - b.Port)
+	}
+	if a.TCP != b.TCP {
+		if a.TCP {
+			return 1
+		}
+		return -1
 	}
 	return strings.Compare(a.Path, b.Path)
 }

@@ -237,3 +237,22 @@ func TestTranslateOwnNode(t *testing.T) {
 		t.Errorf("outcome = %t, %s; want false, %s", ok, reason, ReasonOwnNodeOnly)
 	}
 }
+
+// TestTranslateTCPHealthCheck: a TCP health check probes a connection to
+// the port of each backend; an HTTP check of the same port is another
+// target.
+func TestTranslateTCPHealthCheck(t *testing.T) {
+	tcpCheck := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckTCP, Port: 30080}
+	}
+	down := health.Target{Addr: a12, Port: 30080, TCP: true}
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("a", tcpCheck)}, "", allHealthyBut(down))
+	for _, target := range p.Targets {
+		if !target.TCP || target.Port != 30080 || target.Path != "" {
+			t.Errorf("target %s, want TCP to port 30080", target)
+		}
+	}
+	if b := p.State.Services[0].Backends; len(b) != 2 || !b[0].Healthy || b[1].Healthy {
+		t.Errorf("backends %+v, want node-2 (its TCP target down) unhealthy", b)
+	}
+}

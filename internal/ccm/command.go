@@ -2,7 +2,6 @@ package ccm
 
 import (
 	"fmt"
-	"maps"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/internal/configwatch"
+	"github.com/groundcloud/groundcloud/internal/lbclass"
 	"github.com/groundcloud/groundcloud/internal/provider"
 	"github.com/groundcloud/groundcloud/internal/routes"
 )
@@ -54,10 +54,15 @@ func NewCommand() (*cobra.Command, error) {
 	fs := fss.FlagSet("groundcloud")
 	fs.DurationVar(&providerOpts.ReloadInterval, "cloud-config-reload-interval", providerOpts.ReloadInterval,
 		"How often the --cloud-config file is checked for changes. A changed file that parses replaces the inventory and pools without a restart; a broken one is logged and ignored.")
+	ccmOpts := &Options{}
+	fs.BoolVar(&ccmOpts.LoadBalancerClassOnly, "load-balancer-class-only", false,
+		"Serve only LoadBalancer Services with spec.loadBalancerClass: "+lbclass.Class+"; the service controller, which serves Services without a class, is not started. "+
+			"For running beside another load balancer while Services move over. Without it both are served.")
 
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(), names.CCMControllerAliases(), fss, wait.NeverStop)
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(ccmOpts), names.CCMControllerAliases(), fss, wait.NeverStop)
 	cmd.Use = "groundcloud-controller-manager"
-	cmd.Long = "groundcloud-controller-manager runs the upstream cloud controllers (cloud-node, cloud-node-lifecycle, service, route) with the groundcloud provider for machines you own."
+	cmd.Long = "groundcloud-controller-manager runs the upstream cloud controllers (cloud-node, cloud-node-lifecycle, service, route) with the groundcloud provider for machines you own, " +
+		"and serves LoadBalancer Services of class " + lbclass.Class + "."
 	return cmd, nil
 }
 
@@ -69,12 +74,6 @@ func applyDefaults(opts *options.CloudControllerManagerOptions) {
 	opts.Generic.ClientConnection.QPS = DefaultKubeAPIQPS
 	opts.Generic.ClientConnection.Burst = DefaultKubeAPIBurst
 	opts.Generic.LeaderElection.ResourceName = LeaderElectionResourceName
-}
-
-// controllerInitializers returns the upstream controllers, unchanged, in a
-// map of our own so that later changes never touch the upstream global.
-func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
-	return maps.Clone(app.DefaultInitFuncConstructors)
 }
 
 // initCloud creates the provider named by --cloud-provider from

@@ -17,6 +17,7 @@ func TestDefaults(t *testing.T) {
 		"leader-elect":                 "true",
 		"kube-api-qps":                 "300",
 		"kube-api-burst":               "500",
+		"load-balancer-class-only":     "false",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)

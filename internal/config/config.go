@@ -20,6 +20,29 @@ type Config struct {
 type Global struct {
 	Region                 string // never empty
 	AuthoritativeInventory bool   // the [Machine] sections list every machine
+	// ClusterHealthCheck is how agents probe the nodes of Services with
+	// externalTrafficPolicy Cluster.
+	ClusterHealthCheck ClusterHealthCheck
+}
+
+// HealthCheckKind is how agents probe a node for externalTrafficPolicy
+// Cluster.
+type HealthCheckKind string
+
+const (
+	// HealthCheckHTTP: HTTP GET of ClusterHealthCheck.Port and .Path
+	// (kube-proxy's :10256/healthz by default); healthy on 200.
+	HealthCheckHTTP HealthCheckKind = "http"
+	// HealthCheckTCPNodePort: a TCP connection to the Service's first TCP
+	// NodePort; healthy when it is accepted.
+	HealthCheckTCPNodePort HealthCheckKind = "tcp-node-port"
+)
+
+// ClusterHealthCheck is the [Global] cluster-health-check keys.
+type ClusterHealthCheck struct {
+	Kind HealthCheckKind
+	Port int32  // HTTP only
+	Path string // HTTP only; starts with /
 }
 
 // MachineState is what the cloud-node controllers are told about a machine.

@@ -133,6 +133,25 @@ var keys = []keySpec{
 			"If false, such Nodes initialise without labels and are never deleted.",
 	},
 	{
+		section: globalSection, name: "cluster-health-check", dflt: string(HealthCheckHTTP),
+		value: assign(healthCheckKind, func(t *target) *HealthCheckKind { return &t.global.ClusterHealthCheck.Kind }),
+		doc: "How agents probe each node of a Service with `externalTrafficPolicy: Cluster`: `http`, an HTTP GET of " +
+			"`cluster-health-check-port` and `cluster-health-check-path` (kube-proxy's `/healthz` by default), healthy on 200; " +
+			"or `tcp-node-port`, a TCP connection to the Service's first TCP NodePort, healthy when accepted " +
+			"(a Service with only UDP ports keeps `http`). Clusters without kube-proxy need one or the other: " +
+			"[docs/install.md](install.md#clusters-without-kube-proxy). Services with `Local` are always probed on their `healthCheckNodePort`.",
+	},
+	{
+		section: globalSection, name: "cluster-health-check-port", dflt: "10256",
+		value: assign(portValue, func(t *target) *int32 { return &t.global.ClusterHealthCheck.Port }),
+		doc:   "Port of the `http` cluster health check on every node; 10256 is kube-proxy's `--healthz-bind-address` port.",
+	},
+	{
+		section: globalSection, name: "cluster-health-check-path", dflt: "/healthz",
+		value: assign(httpPath, func(t *target) *string { return &t.global.ClusterHealthCheck.Path }),
+		doc:   "Path of the `http` cluster health check.",
+	},
+	{
 		section: machineSection, name: "zone",
 		value: assign(labelValue, func(t *target) *string { return &t.machine.Zone }),
 		doc:   "Zone (failure domain) the machine is in, reported as the `topology.kubernetes.io/zone` label. Without it the Node has no zone label.",

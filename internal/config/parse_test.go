@@ -14,8 +14,10 @@ import (
 // cmpConfig compares Configs; netip.Addr has unexported fields.
 var cmpConfig = cmp.Options{cmpopts.EquateComparable(netip.Addr{})}
 
+var defaultHealthCheck = ClusterHealthCheck{Kind: HealthCheckHTTP, Port: 10256, Path: "/healthz"}
+
 func newConfig(opts ...func(*Config)) *Config {
-	c := &Config{Global: Global{Region: "eu"}, Machines: map[string]*Machine{}}
+	c := &Config{Global: Global{Region: "eu", ClusterHealthCheck: defaultHealthCheck}, Machines: map[string]*Machine{}}
 	for _, o := range opts {
 		o(c)
 	}

@@ -101,6 +101,11 @@ const exampleConfig = `; groundcloud cloud-config
 [Global]
 region = eu-central
 authoritative-inventory = true
+; kube-proxy's health check (the default); a cluster without kube-proxy
+; names its replacement's, or uses cluster-health-check = tcp-node-port
+cluster-health-check = http
+cluster-health-check-port = 10256
+cluster-health-check-path = /healthz
 
 [Machine "web-1"]
 zone = rack-a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"gopkg.in/gcfg.v1/types"
@@ -45,6 +46,21 @@ var (
 		name:  "label",
 		doc:   "`key=value`: a Kubernetes label key (a name, optionally prefixed by a DNS subdomain and `/`) and a label value, which may be empty.",
 		parse: parseLabel,
+	}
+	healthCheckKind = valueType[HealthCheckKind]{
+		name:  "health check",
+		doc:   "`http` or `tcp-node-port`, in any case.",
+		parse: parseHealthCheckKind,
+	}
+	portValue = valueType[int32]{
+		name:  "port",
+		doc:   "A TCP port number, 1 to 65535.",
+		parse: parsePort,
+	}
+	httpPath = valueType[string]{
+		name:  "HTTP path",
+		doc:   "An absolute HTTP path such as `/healthz`: starts with `/`, at most 256 printable ASCII characters without blanks.",
+		parse: parseHTTPPath,
 	}
 	machineState = valueType[MachineState]{
 		name:  "machine state",
@@ -133,6 +149,38 @@ func parseLabel(s string) (label, error) {
 		return label{}, errors.New(strings.Join(msgs, "; "))
 	}
 	return label{k, v}, nil
+}
+
+func parseHealthCheckKind(s string) (HealthCheckKind, error) {
+	switch k := HealthCheckKind(strings.ToLower(s)); k {
+	case HealthCheckHTTP, HealthCheckTCPNodePort:
+		return k, nil
+	}
+	if s == "" {
+		return "", errEmpty
+	}
+	return "", fmt.Errorf("%q is not a health check; use http or tcp-node-port", s)
+}
+
+func parsePort(s string) (int32, error) {
+	if s == "" {
+		return 0, errEmpty
+	}
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not a port: use a number from 1 to 65535", s)
+	}
+	return int32(n), nil
+}
+
+func parseHTTPPath(s string) (string, error) {
+	if s == "" {
+		return "", errEmpty
+	}
+	if !strings.HasPrefix(s, "/") || len(s) > 256 || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return "", fmt.Errorf("%q is not an HTTP path: start it with / and use at most 256 printable ASCII characters without blanks", s)
+	}
+	return s, nil
 }
 
 func parseMachineState(s string) (MachineState, error) {

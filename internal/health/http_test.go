@@ -80,6 +80,12 @@ func TestCheckerHTTP(t *testing.T) {
 	}
 }
 
+// tcp is t as a TCP target.
+func tcp(t Target) Target {
+	t.TCP, t.Path = true, ""
+	return t
+}
+
 func TestHTTPProberResults(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(http.ResponseWriter, *http.Request) {})
@@ -109,6 +115,8 @@ func TestHTTPProberResults(t *testing.T) {
 		{"slow answer times out", at("/slow"), resultTimeout},
 		{"closed port is an error", loopbackTarget(t, closedPort(t)), resultError},
 		{"invalid target is an error", Target{}, resultError},
+		{"TCP: an accepted connection is success", tcp(base), resultSuccess},
+		{"TCP: a closed port is an error", tcp(loopbackTarget(t, closedPort(t))), resultError},
 	}
 	p := NewHTTPProber()
 	for _, tt := range tests {

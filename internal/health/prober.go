@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 )
 
 // Prober probes one target; nil means healthy. The Checker bounds each call
@@ -43,10 +44,14 @@ func NewHTTPProber() *HTTPProber {
 	}}
 }
 
-// Probe fetches t.URL() once.
+// Probe fetches t.URL() once, or for a TCP target opens a connection and
+// closes it.
 func (p *HTTPProber) Probe(ctx context.Context, t Target) error {
 	if !t.valid() {
 		return fmt.Errorf("%w: %s", errInvalidTarget, t)
+	}
+	if t.TCP {
+		return probeTCP(ctx, t)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL(), nil)
 	if err != nil {
@@ -62,6 +67,16 @@ func (p *HTTPProber) Probe(ctx context.Context, t Target) error {
 		return &StatusError{Code: resp.StatusCode}
 	}
 	return nil
+}
+
+// probeTCP is healthy when the port accepts a connection.
+func probeTCP(ctx context.Context, t Target) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.Port))))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // Probe results, the values of the metric's "result" label.

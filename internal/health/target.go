@@ -7,17 +7,23 @@ import (
 	"strings"
 )
 
-// Target is one HTTP health endpoint of one node. It is a map key: two
+// Target is one health endpoint of one node: HTTP (a GET of Path), or
+// with TCP a port that must accept a connection. It is a map key: two
 // targets are the same when all fields are equal.
 type Target struct {
 	Addr netip.Addr
 	Port int32
-	Path string
+	Path string // HTTP only
+	TCP  bool
 }
 
-// String is "addr:port/path", for logs.
+// String is "addr:port/path", or "tcp:addr:port", for logs.
 func (t Target) String() string {
-	return net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.Port))) + t.path()
+	hostPort := net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.Port)))
+	if t.TCP {
+		return "tcp:" + hostPort
+	}
+	return hostPort + t.path()
 }
 
 // URL is what a probe fetches: http://addr:port/path.

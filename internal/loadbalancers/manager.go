@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/addresspools"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -75,6 +76,7 @@ type Manager struct {
 
 	events  EventRecorder // on Services: orphaned addresses
 	orphans *orphanReporter
+	pools   *addresspools.Reporter // the AddressPool objects
 }
 
 // NewManager returns a Manager; config returns the current cloud-config,
@@ -89,7 +91,7 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 	inf := lbapi.NewInformer(dyn, 0)
 	nodes := cluster.Core().V1().Nodes()
 	services := cluster.Core().V1().Services()
-	return &Manager{
+	m := &Manager{
 		dyn: dyn, client: lbapi.NewClient(dyn), config: cfg,
 		informer: inf, lister: lbapi.NewLister(inf),
 		services: services.Lister(), svcSync: services.Informer().HasSynced,
@@ -101,6 +103,8 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 		install: func(ctx context.Context) error { return lbapi.InstallCRDs(ctx, dyn, FieldManager) },
 		events:  events, orphans: newOrphanReporter(),
 	}
+	m.pools = addresspools.NewReporter(dyn, FieldManager, m.poolSnapshot)
+	return m
 }
 
 // Run installs the CRDs, starts the informer, waits for it and the Node and
@@ -131,7 +135,22 @@ func (m *Manager) Run(ctx context.Context) {
 	close(m.ready)
 	m.orphans.due()
 	go m.reportOrphans(ctx)
+	go m.pools.Run(ctx)
 	m.reconcile(ctx)
+}
+
+// usageChanged publishes the allocator's usage: the metric at once, the
+// AddressPool objects soon. Callers hold mu.
+func (m *Manager) usageChanged() {
+	recordUsage(m.alloc.Usage())
+	m.pools.Due()
+}
+
+// poolSnapshot is what the AddressPool objects show.
+func (m *Manager) poolSnapshot() addresspools.Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return addresspools.Snapshot{Pools: m.poolsFrom.Pools, Usage: m.alloc.Usage(), Orphans: orphanedAddresses(m.alloc.Orphans())}
 }
 
 // rebuild restores every record into a fresh allocator, oldest first, so
@@ -161,7 +180,7 @@ func (m *Manager) rebuild(ctx context.Context) {
 			logger.Error(err, "Cannot restore address record; its Service will be re-ensured", "loadBalancer", klog.KObj(lb))
 		}
 	}
-	recordUsage(m.alloc.Usage())
+	m.usageChanged()
 	logger.Info("Rebuilt address allocator", "records", len(lbs))
 }
 
@@ -205,7 +224,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 	if !held {
 		return nil, reqErr
 	}
-	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current())
+	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
 	// A failed write keeps the allocation: the object may exist even when
 	// the request failed, and releasing the address could hand it out
 	// twice. Get reports the allocation, so the service controller still
@@ -248,7 +267,7 @@ func (m *Manager) assign(svc *v1.Service) (Allocated, bool, error) {
 	if err != nil {
 		return prev, held, err
 	}
-	recordUsage(m.alloc.Usage())
+	m.usageChanged()
 	m.noteOrphan(key)
 	return Allocated{Allocation: alloc, SharingKey: req.SharingKey, Ports: req.Ports}, true, nil
 }
@@ -298,15 +317,20 @@ func (m *Manager) waitReady(ctx context.Context) error {
 	}
 }
 
-// refreshPools applies a reloaded cloud-config's pools and reports whether
-// there was one. Callers hold mu.
+// refreshPools applies a reloaded cloud-config's pools (and its cluster
+// health check, to every LoadBalancer through the queue) and reports
+// whether there was one. Callers hold mu.
 func (m *Manager) refreshPools() bool {
 	cfg := m.config()
 	if cfg == m.poolsFrom {
 		return false
 	}
 	m.alloc.SetPools(cfg.Pools)
+	if m.poolsFrom.Global.ClusterHealthCheck != cfg.Global.ClusterHealthCheck {
+		m.enqueueAll() // every LoadBalancer's health check follows
+	}
 	m.poolsFrom = cfg
+	m.pools.Due()
 	return true
 }
 
@@ -329,7 +353,7 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 	m.written.forget(key)
 	m.mu.Lock()
 	m.alloc.Release(key)
-	recordUsage(m.alloc.Usage())
+	m.usageChanged()
 	m.noteOrphan(key)
 	m.mu.Unlock()
 	return nil

@@ -22,9 +22,11 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/addresspools"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/lbclass"
 )
 
 const poolConfig = "[Global]\nregion = lab\n\n[Pool \"default\"]\naddresses = 192.0.2.200-192.0.2.201\n"
@@ -33,7 +35,7 @@ func newFakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	// An empty scheme keeps the objects unstructured, as the apiserver's are.
 	scheme := runtime.NewScheme()
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{lbapi.Resource: "LoadBalancerList"}, objs...)
+		map[schema.GroupVersionResource]string{lbapi.Resource: "LoadBalancerList", addresspools.Resource: "AddressPoolList"}, objs...)
 }
 
 // harness is a Manager over fake clients: LoadBalancers in dyn, Nodes and
@@ -203,6 +205,9 @@ func withAnnotation(k, v string) func(*v1.Service) {
 func apiWrites(dyn *dynamicfake.FakeDynamicClient) []string {
 	var out []string
 	for _, a := range dyn.Actions() {
+		if a.GetResource() != lbapi.Resource {
+			continue // AddressPools: see TestAddressPools
+		}
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete":
 			name := ""
@@ -493,7 +498,7 @@ func TestImpossibleEditKeepsApplying(t *testing.T) {
 				Addresses: []string{"192.0.2.201"}, Pool: "default",
 				Ports:                 []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 31080}},
 				Backends:              []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}},
-				HealthCheck:           &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"},
+				HealthCheck:           &v1alpha1.HealthCheck{Type: "HTTP", Port: 32001, Path: "/healthz"},
 				ExternalTrafficPolicy: "Local", SessionAffinity: "ClientIP",
 				SourceRanges: []string{"198.51.100.0/24"},
 			}
@@ -569,4 +574,16 @@ func TestNotReadyIsRetried(t *testing.T) {
 	if !errors.As(err, &retry) {
 		t.Fatalf("Ensure before the rebuild = %v, want a RetryError", err)
 	}
+}
+
+// TestClassServiceFollowsNodes: a Service of groundcloud's
+// loadBalancerClass (served by internal/lbclass) is refreshed like one
+// without a class when the Nodes change.
+func TestClassServiceFollowsNodes(t *testing.T) {
+	h := startManager(t, newFakeDynamic(), newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11")))
+	class := lbclass.Class
+	h.mustEnsure(newSvc("web", func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }))
+	waitCached(t, h.m, 1)
+	h.setNode(newNode("new", withAddr(v1.NodeInternalIP, "192.0.2.30")))
+	h.waitBackends("web", "a", "new")
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/lbclass"
 )
 
 // queueWorkers refresh LoadBalancers in parallel; the client's rate limit
@@ -136,15 +137,19 @@ func (m *Manager) refresh(ctx context.Context, key types.NamespacedName) error {
 	}
 	// Source-range problems are reported by Ensure; the spec already
 	// accepts no client.
-	spec, _ := DesiredSpec(svc, a, m.nodes.current())
+	spec, _ := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
 	return m.write(ctx, svc, spec)
 }
 
-// wantsLoadBalancer is the service controller's test (controllers/service
-// wantsLoadBalancer and needsCleanup): type LoadBalancer, no
-// loadBalancerClass, not being deleted.
+// wantsLoadBalancer is the test of the controllers that call the provider
+// (upstream's controllers/service wantsLoadBalancer and needsCleanup, and
+// internal/lbclass): type LoadBalancer, no loadBalancerClass or
+// groundcloud's, not being deleted.
 func wantsLoadBalancer(svc *v1.Service) bool {
-	return svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil && svc.DeletionTimestamp == nil
+	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.DeletionTimestamp != nil {
+		return false
+	}
+	return svc.Spec.LoadBalancerClass == nil || lbclass.Served(svc)
 }
 
 func keyOfLB(lb *v1alpha1.LoadBalancer) types.NamespacedName {

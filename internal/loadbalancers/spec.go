@@ -10,12 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 )
 
 // KubeProxyHealthPort is where agents probe nodes of Services with
-// externalTrafficPolicy Cluster: kube-proxy's /healthz.
+// externalTrafficPolicy Cluster by default: kube-proxy's /healthz.
 const KubeProxyHealthPort = 10256
+
+// DefaultClusterHealthCheck is the cloud-config's default: kube-proxy's.
+var DefaultClusterHealthCheck = config.ClusterHealthCheck{Kind: config.HealthCheckHTTP, Port: KubeProxyHealthPort, Path: "/healthz"}
 
 // Allocated is what a load balancer's addresses are held with: the
 // allocation, its sharing key, and the ports the allocator recorded for it.
@@ -26,18 +30,18 @@ type Allocated struct {
 }
 
 // DesiredSpec is the LoadBalancer spec for svc with what it holds and the
-// backends every load balancer sends to. Its ports are those of svc that a
+// backends every load balancer sends to; check is how nodes are probed for
+// externalTrafficPolicy Cluster (the cloud-config's). Its ports are those of svc that a
 // holds (with svc's names and node ports), in svc's order; it has none when
 // a holds none of them. When svc's source ranges cannot all be used the
 // spec accepts no client and the error says why (see SourceRanges).
-func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend) (v1alpha1.LoadBalancerSpec, error) {
+func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend, check config.ClusterHealthCheck) (v1alpha1.LoadBalancerSpec, error) {
 	spec := v1alpha1.LoadBalancerSpec{
 		Pool:                  a.Pool,
 		SharingKey:            a.SharingKey,
 		Backends:              backends,
 		ExternalTrafficPolicy: string(v1.ServiceExternalTrafficPolicyCluster),
 		SessionAffinity:       string(v1.ServiceAffinityNone),
-		HealthCheck:           &v1alpha1.HealthCheck{Port: KubeProxyHealthPort, Path: "/healthz"},
 	}
 	for _, addr := range a.Addresses {
 		spec.Addresses = append(spec.Addresses, addr.String())
@@ -48,9 +52,10 @@ func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend) (v1a
 			spec.Ports = append(spec.Ports, v1alpha1.Port{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, NodePort: p.NodePort})
 		}
 	}
+	spec.HealthCheck = clusterHealthCheck(spec.Ports, check)
 	if svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
 		spec.ExternalTrafficPolicy = string(v1.ServiceExternalTrafficPolicyLocal)
-		spec.HealthCheck = &v1alpha1.HealthCheck{Port: svc.Spec.HealthCheckNodePort, Path: "/healthz"}
+		spec.HealthCheck = &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckHTTP, Port: svc.Spec.HealthCheckNodePort, Path: "/healthz"}
 	}
 	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
 		spec.SessionAffinity = string(v1.ServiceAffinityClientIP)
@@ -62,6 +67,32 @@ func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend) (v1a
 	var err error
 	spec.SourceRanges, err = SourceRanges(svc)
 	return spec, err
+}
+
+// clusterHealthCheck is the health check of externalTrafficPolicy Cluster:
+// a TCP connection to the first TCP port's NodePort with tcp-node-port (a
+// Service with no TCP port keeps the HTTP check), else the HTTP check.
+func clusterHealthCheck(ports []v1alpha1.Port, check config.ClusterHealthCheck) *v1alpha1.HealthCheck {
+	if check.Kind == config.HealthCheckTCPNodePort {
+		for _, p := range ports {
+			if p.Protocol == string(v1.ProtocolTCP) {
+				return &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckTCP, Port: p.NodePort}
+			}
+		}
+	}
+	if check.Port == 0 {
+		check = DefaultClusterHealthCheck
+	}
+	return &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckHTTP, Port: check.Port, Path: check.Path}
+}
+
+// PrintAnnotations are the annotations kubectl prints a LoadBalancer
+// with, for spec: its ports and its addresses as text.
+func PrintAnnotations(spec *v1alpha1.LoadBalancerSpec) map[string]string {
+	return map[string]string{
+		v1alpha1.AnnotationPorts:     PortsSummary(spec),
+		v1alpha1.AnnotationAddresses: strings.Join(spec.Addresses, ","),
+	}
 }
 
 // PortsSummary is the value of v1alpha1.AnnotationPorts for spec.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 )
 
@@ -37,7 +38,7 @@ func TestDesiredSpec(t *testing.T) {
 		Ports:      []ipam.Port{{Protocol: v1.ProtocolTCP, Port: 80}, {Protocol: v1.ProtocolUDP, Port: 53}},
 	}
 	backends := []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}}
-	got, err := DesiredSpec(svc, held, backends)
+	got, err := DesiredSpec(svc, held, backends, DefaultClusterHealthCheck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestDesiredSpec(t *testing.T) {
 			{Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053},
 		},
 		Backends:                      []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}},
-		HealthCheck:                   &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"},
+		HealthCheck:                   &v1alpha1.HealthCheck{Type: "HTTP", Port: 32001, Path: "/healthz"},
 		ExternalTrafficPolicy:         "Local",
 		SessionAffinity:               "ClientIP",
 		SessionAffinityTimeoutSeconds: ptr.To[int32](600),
@@ -61,15 +62,40 @@ func TestDesiredSpec(t *testing.T) {
 	}
 
 	svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
-	if spec, _ := DesiredSpec(svc, held, nil); spec.HealthCheck.Port != KubeProxyHealthPort || spec.HealthCheck.Path != "/healthz" {
+	if spec, _ := DesiredSpec(svc, held, nil, DefaultClusterHealthCheck); spec.HealthCheck.Port != KubeProxyHealthPort || spec.HealthCheck.Path != "/healthz" {
 		t.Errorf("Cluster policy health check = %+v, want kube-proxy's :%d/healthz", spec.HealthCheck, KubeProxyHealthPort)
+	}
+
+	// The cloud-config's cluster health check: another HTTP endpoint, or a
+	// TCP connection to the first TCP port's NodePort (HTTP for UDP only).
+	for _, tc := range []struct {
+		name  string
+		check config.ClusterHealthCheck
+		ports []v1.ServicePort
+		want  v1alpha1.HealthCheck
+	}{
+		{"http", config.ClusterHealthCheck{Kind: config.HealthCheckHTTP, Port: 9879, Path: "/ready"}, nil, v1alpha1.HealthCheck{Type: "HTTP", Port: 9879, Path: "/ready"}},
+		{"tcp-node-port", config.ClusterHealthCheck{Kind: config.HealthCheckTCPNodePort, Port: 10256, Path: "/healthz"}, nil, v1alpha1.HealthCheck{Type: "TCP", Port: 30080}},
+		{"tcp-node-port, UDP first", config.ClusterHealthCheck{Kind: config.HealthCheckTCPNodePort, Port: 10256, Path: "/healthz"},
+			[]v1.ServicePort{svc.Spec.Ports[1], svc.Spec.Ports[0]}, v1alpha1.HealthCheck{Type: "TCP", Port: 30080}},
+		{"tcp-node-port, UDP only", config.ClusterHealthCheck{Kind: config.HealthCheckTCPNodePort, Port: 10256, Path: "/healthz"},
+			[]v1.ServicePort{svc.Spec.Ports[1]}, v1alpha1.HealthCheck{Type: "HTTP", Port: 10256, Path: "/healthz"}},
+	} {
+		c := svc.DeepCopy()
+		if tc.ports != nil {
+			c.Spec.Ports = tc.ports
+		}
+		spec, _ := DesiredSpec(c, held, nil, tc.check)
+		if diff := cmp.Diff(&tc.want, spec.HealthCheck); diff != "" {
+			t.Errorf("%s: health check (-want +got):\n%s", tc.name, diff)
+		}
 	}
 
 	// Ports the allocation does not hold (added while a changed request
 	// could not be met) wait for it; held ones take the Service's node port.
 	svc.Spec.Ports = append(svc.Spec.Ports, v1.ServicePort{Name: "new", Protocol: v1.ProtocolTCP, Port: 443, NodePort: 30443})
 	svc.Spec.Ports[0].NodePort = 31080
-	spec, _ := DesiredSpec(svc, held, nil)
+	spec, _ := DesiredSpec(svc, held, nil, DefaultClusterHealthCheck)
 	wantPorts := []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 31080}, {Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053}}
 	if diff := cmp.Diff(wantPorts, spec.Ports); diff != "" {
 		t.Errorf("ports of a partly held Service (-want +got):\n%s", diff)
@@ -77,7 +103,7 @@ func TestDesiredSpec(t *testing.T) {
 
 	// Source ranges that cannot all be used accept no client.
 	svc.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "bogus"}
-	spec, err = DesiredSpec(svc, held, nil)
+	spec, err = DesiredSpec(svc, held, nil, DefaultClusterHealthCheck)
 	if !errors.Is(err, ErrSourceRanges) || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("DesiredSpec with a bad source range: %v, want ErrSourceRanges naming it", err)
 	}

@@ -58,13 +58,15 @@ func (m *Manager) writeOver(ctx context.Context, svc *v1.Service, spec v1alpha1.
 	if len(spec.Ports) == 0 {
 		spec.Ports = cur.Spec.Ports
 	}
-	ports := PortsSummary(&spec)
-	if equality.Semantic.DeepEqual(cur.Spec, spec) && hasOwner(cur, owner) && cur.Annotations[v1alpha1.AnnotationPorts] == ports {
+	printed := PrintAnnotations(&spec)
+	if equality.Semantic.DeepEqual(cur.Spec, spec) && hasOwner(cur, owner) && hasAnnotations(cur, printed) {
 		return nil
 	}
 	next := cur.DeepCopy()
 	next.Spec = spec
-	metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationPorts, ports)
+	for k, v := range printed {
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, k, v)
+	}
 	if !hasOwner(next, owner) {
 		next.OwnerReferences = append(removeServiceOwners(next.OwnerReferences), owner)
 	}
@@ -86,7 +88,7 @@ func (m *Manager) create(ctx context.Context, svc *v1.Service, spec v1alpha1.Loa
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace, Name: svc.Name,
 			OwnerReferences: []metav1.OwnerReference{owner},
-			Annotations:     map[string]string{v1alpha1.AnnotationPorts: PortsSummary(&spec)},
+			Annotations:     PrintAnnotations(&spec),
 		},
 		Spec: spec,
 	}
@@ -106,6 +108,15 @@ func (m *Manager) create(ctx context.Context, svc *v1.Service, spec v1alpha1.Loa
 	default:
 		return nil, nil, fmt.Errorf("create LoadBalancer %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
+}
+
+func hasAnnotations(lb *v1alpha1.LoadBalancer, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := lb.Annotations[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 func hasOwner(lb *v1alpha1.LoadBalancer, owner metav1.OwnerReference) bool {

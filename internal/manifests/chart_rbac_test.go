@@ -174,5 +174,9 @@ func TestChartAdmissionPolicyNamespace(t *testing.T) {
 		if len(p.Spec.Variables) != 1 || p.Spec.Variables[0].Expression != want {
 			t.Errorf("namespace %s: variables %+v, want %s", ns, p.Spec.Variables, want)
 		}
+		pools := object[admissionv1.ValidatingAdmissionPolicy](t, renderChart(t, h, ns, nil), "ValidatingAdmissionPolicy", "groundcloud-addresspool-writer")
+		if len(pools.Spec.Validations) != 1 || pools.Spec.Validations[0].Expression != want {
+			t.Errorf("namespace %s: AddressPool validations %+v, want %s", ns, pools.Spec.Validations, want)
+		}
 	}
 }

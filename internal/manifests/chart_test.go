@@ -185,6 +185,7 @@ func TestChartObjects(t *testing.T) {
 				"ClusterRoleBinding groundcloud-controller-manager",
 				"ClusterRoleBinding groundcloud-router",
 				"ConfigMap groundcloud-system/groundcloud-dashboard",
+				"CustomResourceDefinition addresspools.groundcloud.io",
 				"CustomResourceDefinition loadbalancers.groundcloud.io",
 				"CustomResourceDefinition routes.groundcloud.io",
 				"DaemonSet groundcloud-system/groundcloud-agent",

@@ -85,7 +85,7 @@ func TestChartControllerManagerValues(t *testing.T) {
 	if err := cmd.ParseFlags(c.Args); err != nil {
 		t.Fatalf("the controller manager refuses the args %q: %v", c.Args, err)
 	}
-	for flag, want := range map[string]string{"cloud-config": "/etc/groundcloud/lab.conf", "concurrent-service-syncs": "7", "v": "4", "leader-elect": "true"} {
+	for flag, want := range map[string]string{"cloud-config": "/etc/groundcloud/lab.conf", "concurrent-service-syncs": "7", "v": "4", "leader-elect": "true", "load-balancer-class-only": "true"} {
 		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
 			t.Errorf("--%s = %q, want %q (args %q)", flag, got, want, c.Args)
 		}

@@ -33,6 +33,7 @@ func TestDeployRendersWhatWeShip(t *testing.T) {
 		"ClusterRole groundcloud-controller-manager",
 		"ClusterRoleBinding groundcloud-agent",
 		"ClusterRoleBinding groundcloud-controller-manager",
+		"CustomResourceDefinition addresspools.groundcloud.io",
 		"CustomResourceDefinition loadbalancers.groundcloud.io",
 		"CustomResourceDefinition routes.groundcloud.io",
 		"DaemonSet kube-system/groundcloud-agent",
@@ -42,7 +43,9 @@ func TestDeployRendersWhatWeShip(t *testing.T) {
 		"RoleBinding kube-system/groundcloud-controller-manager",
 		"ServiceAccount kube-system/groundcloud-agent",
 		"ServiceAccount kube-system/groundcloud-controller-manager",
+		"ValidatingAdmissionPolicy groundcloud-addresspool-writer",
 		"ValidatingAdmissionPolicy groundcloud-loadbalancer-spec",
+		"ValidatingAdmissionPolicyBinding groundcloud-addresspool-writer",
 		"ValidatingAdmissionPolicyBinding groundcloud-loadbalancer-spec",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

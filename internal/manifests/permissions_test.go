@@ -52,11 +52,12 @@ var allowed = map[string]map[resource]grant{
 		{"authorization.k8s.io", "subjectaccessreviews"}: {verbs: []string{"create"}},
 		{"apiextensions.k8s.io", "customresourcedefinitions"}: {
 			verbs: []string{"get", "create", "patch"},
-			names: []string{"loadbalancers.groundcloud.io", "routes.groundcloud.io"},
+			names: []string{"loadbalancers.groundcloud.io", "routes.groundcloud.io", "addresspools.groundcloud.io"},
 		},
 		{"groundcloud.io", "loadbalancers"}:        {verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
 		{"groundcloud.io", "routes"}:               {verbs: []string{"get", "list", "create", "update", "delete"}},
+		{"groundcloud.io", "addresspools"}:         {verbs: []string{"list", "create", "update", "delete"}},
 		{"coordination.k8s.io", "leases"}: {
 			verbs: []string{"get", "update", "create"}, namespace: "kube-system",
 			names: []string{"groundcloud-controller-manager"}, unnamed: []string{"create"},

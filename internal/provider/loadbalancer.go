@@ -8,6 +8,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/groundcloud/groundcloud/internal/lbclass"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
 )
 
@@ -40,7 +41,14 @@ func (l loadBalancer) GetLoadBalancerName(_ context.Context, _ string, svc *v1.S
 }
 
 // EnsureLoadBalancer assigns addresses and writes the LoadBalancer object.
+// Both the upstream service controller (Services without a class) and
+// internal/lbclass (groundcloud's class) call it; a Service whose class
+// changed waits until the controller that served it before has released
+// it (lbclass.Handover).
 func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	if err := lbclass.Handover(svc); err != nil {
+		return nil, err
+	}
 	m, err := l.manager()
 	if err != nil {
 		return nil, err

@@ -62,6 +62,15 @@ func TestCRDValidation(t *testing.T) {
 			s["externalTrafficPolicy"] = "Local"
 			delete(s, "healthCheck")
 		}, wantErr: "externalTrafficPolicy Local needs a healthCheck"},
+		{name: "TCP health check, no path", mutate: func(s map[string]any) {
+			s["healthCheck"] = map[string]any{"type": "TCP", "port": int64(30080)}
+		}},
+		{name: "HTTP health check without a path", mutate: func(s map[string]any) {
+			s["healthCheck"] = map[string]any{"type": "HTTP", "port": int64(10256)}
+		}, wantErr: "an HTTP health check needs a path"},
+		{name: "health check defaults to HTTP", mutate: func(s map[string]any) {
+			s["healthCheck"] = map[string]any{"port": int64(10256)}
+		}, wantErr: "an HTTP health check needs a path"},
 		{name: "affinity timeout without affinity", mutate: func(s map[string]any) { s["sessionAffinityTimeoutSeconds"] = int64(60) }, wantErr: "needs sessionAffinity ClientIP"},
 	}
 	for i, tt := range tests {
@@ -74,7 +83,7 @@ func TestCRDValidation(t *testing.T) {
 				"apiVersion": "groundcloud.io/v1alpha1",
 				"kind":       "LoadBalancer",
 				"metadata": map[string]any{"name": "lb-" + string(rune('a'+i)), "namespace": "default",
-					"annotations": map[string]any{"groundcloud.io/ports": "80/TCP"}},
+					"annotations": map[string]any{"groundcloud.io/ports": "80/TCP", "groundcloud.io/addresses": "192.0.2.10,2001:db8::10"}},
 				"spec": spec,
 			}}
 			_, err := dyn.Resource(lbapi.Resource).Namespace("default").Create(t.Context(), obj, metav1.CreateOptions{})
@@ -93,7 +102,7 @@ func TestCRDValidation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl: %v\n%s", err, out)
 	}
-	for _, col := range []string{"ADDRESSES", "PORTS", "READY", "AGE", `["192.0.2.10","2001:db8::10"]`, "80/TCP"} {
+	for _, col := range []string{"ADDRESSES", "PORTS", "READY", "AGE", "192.0.2.10,2001:db8::10", "80/TCP"} {
 		if !strings.Contains(string(out), col) {
 			t.Errorf("kubectl get loadbalancers lacks %q:\n%s", col, out)
 		}
