@@ -167,6 +167,11 @@ func (o *Options) Run(ctx context.Context) error {
 		logger.Error(err, "IPv6 data plane unavailable; IPv6 virtual IPs will not be forwarded")
 		ip6 = nil
 	}
+	netdev, err := dataplane.NewNFTables(knftables.NetDevFamily)
+	if err != nil {
+		logger.Error(err, "Netdev data plane unavailable; passthrough services will not be forwarded")
+		netdev = nil
+	}
 	RegisterMetrics()
 	health.RegisterMetrics()
 	if err := dataplane.CheckHost(); err != nil {
@@ -179,7 +184,7 @@ func (o *Options) Run(ctx context.Context) error {
 	a := New(Config{
 		Host:         o.Host,
 		Dynamic:      dyn,
-		DataPlane:    dataplane.NewSyncer(ip4, ip6, dataplane.NetlinkConntrack{}),
+		DataPlane:    dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}),
 		Addresses:    vip.New(o.Interface, logger.WithName("vip")),
 		Owner:        own.Owner,
 		Cluster:      own.Cluster,
