@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -194,6 +195,8 @@ func (o *Options) Run(ctx context.Context) error {
 		MinSync:      o.MinSync,
 		MaxSync:      o.MaxSync,
 		AnnounceEach: o.AnnounceEach,
+		Interface:    o.Interface,
+		Links:        func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
 	})
 	if o.MetricsBindAddress != "" {
 		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling, a.Stuck); err != nil {

@@ -26,6 +26,9 @@ const (
 	// ReasonOwnNodeOnly: this host is a Node and the only healthy backend,
 	// which proxy forwarding cannot serve.
 	ReasonOwnNodeOnly = "OwnNodeOnly"
+	// ReasonNodeNotOnLink: a backend of a passthrough LoadBalancer is on
+	// no link this host shares, so it gets none of the flows.
+	ReasonNodeNotOnLink = "NodeNotOnLink"
 )
 
 // maxProblems is how many problems a condition's message names.
@@ -65,6 +68,8 @@ func (r hostReport) outcome() (bool, string, string) {
 		reason = ReasonConflict
 	case r.Problems.OwnNodeOnly:
 		reason = ReasonOwnNodeOnly
+	case len(r.Problems.OffLink) > 0:
+		reason = ReasonNodeNotOnLink
 	}
 	return false, reason, "not programmed: " + strings.Join(msgs, "; ")
 }

@@ -23,7 +23,11 @@ type ServiceProblem struct {
 	// Conflict: the part is a frontend (VIP, protocol, port) that another
 	// service, whose name sorts first, already uses.
 	Conflict bool
-	Err      error
+	// OffLinkNode names the backend a passthrough service cannot reach
+	// because its address is on no link of the interface; the part left
+	// out is that node's share of the flows.
+	OffLinkNode string
+	Err         error
 }
 
 func (p *ServiceProblem) Error() string { return fmt.Sprintf("service %q: %v", p.Service, p.Err) }
@@ -187,8 +191,12 @@ func normalizeForwarding(s State, svc Service, clean *service, problems *[]error
 	clean.passthrough, clean.iface, clean.links = true, s.Interface, s.Links
 	for _, b := range clean.backends {
 		for _, f := range []family{ipv4, ipv6} {
+			if !slices.ContainsFunc(svc.VIPs, f.is) {
+				continue // no flow of this family to forward
+			}
 			if a := firstAddr(f, b); a.IsValid() && !onLink(s.Links, a) {
-				bad("backend %q: address %s is on no link of interface %s, so passthrough forwarding cannot reach it; it gets no flows", b.Node, a, s.Interface)
+				*problems = append(*problems, &ServiceProblem{Service: svc.Name, OffLinkNode: b.Node, Err: fmt.Errorf(
+					"backend %q: address %s is on no link of interface %s, so passthrough forwarding cannot reach it; it gets no flows", b.Node, a, s.Interface)})
 			}
 		}
 	}
