@@ -167,7 +167,9 @@ func TestPassthrough(t *testing.T) {
 	t.Run("replies do not cross the load-balancer host", func(t *testing.T) {
 		lb := c.Node("lb-1").Host
 		runNft(t, lb, countTable(vips["spread"]))
-		t.Cleanup(func() { _ = lb.Command(context.Background(), "nft", "delete", "table", "netdev", "passthrough-count").Run() })
+		t.Cleanup(func() {
+			_ = lb.Command(context.Background(), "nft", "delete", "table", "netdev", "passthrough-count").Run()
+		})
 		for _, vip := range vips["spread"] {
 			for range 20 {
 				if _, err := httpAnswer(client, fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80))); err != nil {
