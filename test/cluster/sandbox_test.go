@@ -57,7 +57,7 @@ func TestSandbox(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		// "hello from <pod> on <node> (you are <address>)"
-		if f := strings.Fields(string(body)); len(f) > 6 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
+		if f := strings.Fields(string(body)); len(f) > 7 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
 			nodes[f[4]] = true
 			if seen := strings.TrimSuffix(f[7], ")"); seen != mine {
 				t.Errorf("the Pod saw this shell as %s, want its own address %s", seen, mine)
