@@ -33,7 +33,7 @@ import (
 )
 
 // TestPassthrough runs passthrough forwarding (the pool's default) on a
-// real cluster whose load-balancer host lb-1 is also a Node with Pods
+// real cluster whose two load-balancer hosts are also Nodes with Pods
 // (SharedLBHosts): real kube-proxy on every node serves the addresses as
 // ipMode VIP. Every check is a subtest of this one cluster.
 func TestPassthrough(t *testing.T) {
@@ -47,7 +47,7 @@ func TestPassthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), ToolsDir: tools, SharedLBHosts: true, Logf: t.Logf})
+	c, err := cluster.Start(t.Context(), cluster.Options{Dir: t.TempDir(), ToolsDir: tools, LBHosts: 2, SharedLBHosts: true, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +62,8 @@ func TestPassthrough(t *testing.T) {
 		}
 	})
 	const ns = "default"
-	// Three replicas over lb-1, node-1 and node-2 (a soft spread): Local
-	// Services then have nodes with and without an endpoint.
+	// Three replicas over four nodes (a soft spread): Local Services then
+	// have nodes with and without an endpoint.
 	for _, name := range []string{"local", "spread"} {
 		d := c.EchoDeployment(ns, name, 3)
 		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
@@ -164,12 +164,17 @@ func TestPassthrough(t *testing.T) {
 		})
 	}
 
-	t.Run("replies do not cross the load-balancer host", func(t *testing.T) {
-		lb := c.Node("lb-1").Host
-		runNft(t, lb, countTable(vips["spread"]))
-		t.Cleanup(func() {
-			_ = lb.Command(context.Background(), "nft", "delete", "table", "netdev", "passthrough-count").Run()
-		})
+	t.Run("replies do not cross the load-balancer hosts", func(t *testing.T) {
+		var lbs []*lab.Host
+		for _, n := range c.Nodes {
+			if n.LoadBalancer {
+				lbs = append(lbs, n.Host)
+				runNft(t, n.Host, countTable(vips["spread"]))
+				t.Cleanup(func() {
+					_ = n.Host.Command(context.Background(), "nft", "delete", "table", "netdev", "passthrough-count").Run()
+				})
+			}
+		}
 		for _, vip := range vips["spread"] {
 			for range 20 {
 				if _, err := httpAnswer(client, fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80))); err != nil {
@@ -177,13 +182,17 @@ func TestPassthrough(t *testing.T) {
 				}
 			}
 		}
-		n := countersIn(t, lb)
-		t.Logf("lb-1 packets to the addresses: %d, from them: %d", n[0], n[1])
-		if n[0] == 0 {
-			t.Error("no request packet reached lb-1")
+		to := 0
+		for _, h := range lbs {
+			n := countersIn(t, h)
+			t.Logf("%s: packets to the addresses %d, from them %d", h.Name, n[0], n[1])
+			to += n[0]
+			if n[1] != 0 {
+				t.Errorf("%d reply packets from the addresses reached %s", n[1], h.Name)
+			}
 		}
-		if n[1] != 0 {
-			t.Errorf("%d reply packets from the addresses reached lb-1", n[1])
+		if to == 0 {
+			t.Error("no request packet reached a load-balancer host")
 		}
 	})
 
@@ -207,45 +216,46 @@ func TestPassthrough(t *testing.T) {
 		}
 	})
 
-	t.Run("a long-lived connection survives a kill of the holder's agent, with nothing in its conntrack", func(t *testing.T) {
-		holder := holderOf(t, c, ns, "spread")
+	t.Run("a long-lived connection survives the holder's agent killed and its link down, with nothing in conntrack", func(t *testing.T) {
 		vip := vips["spread"][0]
-		conn, first := keepAliveOn(t, client, vip, holder)
+		conn, first := keepAliveOnWorker(t, client, vip)
 		defer conn.Close()
-		t.Logf("connection %s -> %s served by %s on %s", conn.LocalAddr(), vip, first.pod, first.node)
-
-		pod, id, err := c.AgentContainer(t.Context(), holder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		restarts := pod.Status.ContainerStatuses[0].RestartCount
-		if err := c.Node(holder).KillContainer(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-			if err != nil || len(p.Status.ContainerStatuses) == 0 {
-				return false, nil
-			}
-			st := p.Status.ContainerStatuses[0]
-			return st.RestartCount > restarts && st.Ready, nil
-		})
-		if err != nil {
-			t.Fatalf("the agent was not restarted: %v", err)
-		}
 		local := netip.MustParseAddrPort(conn.LocalAddr().String())
-		if n := conntrackEntries(t, c.Node(holder).Host, local, vip); n != 0 {
-			t.Errorf("%d conntrack entries for the connection on %s", n, holder)
-		}
-		for i := range 3 {
-			a, err := conn.get()
-			if err != nil {
-				t.Fatalf("request %d on the connection after the kill: %v", i, err)
+		t.Logf("connection %s -> %s served by %s on %s", local, vip, first.pod, first.node)
+		same := func(what string) {
+			t.Helper()
+			for i := range 3 {
+				a, err := conn.get(20 * time.Second)
+				if err != nil {
+					t.Fatalf("%s: request %d on the connection: %v", what, i, err)
+				}
+				if a.pod != first.pod {
+					t.Errorf("%s: request %d answered by %s, the connection was with %s", what, i, a.pod, first.pod)
+				}
 			}
-			if a.pod != first.pod {
-				t.Errorf("request %d answered by %s, the connection was with %s", i, a.pod, first.pod)
+			for _, n := range c.Nodes {
+				if !n.LoadBalancer {
+					continue
+				}
+				if k := conntrackEntries(t, n.Host, local, vip); k != 0 {
+					t.Errorf("%s: %d conntrack entries for the connection on %s", what, k, n.Name)
+				}
 			}
 		}
+
+		holder := holderOf(t, c, ns, "spread", "")
+		killAgent(t, c, holder)
+		same("after a kill of " + holder + "'s agent")
+
+		holder = holderOf(t, c, ns, "spread", "")
+		lb := c.Node(holder).Host
+		if err := lb.SetLink(false); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lb.SetLink(true) })
+		next := holderOf(t, c, ns, "spread", holder)
+		t.Logf("%s's link is down; %s holds %s", holder, next, vip)
+		same("after " + holder + "'s link went down")
 	})
 }
 
@@ -359,8 +369,8 @@ type keepAlive struct {
 	url string
 }
 
-func (k *keepAlive) get() (answer, error) {
-	_ = k.SetDeadline(time.Now().Add(5 * time.Second))
+func (k *keepAlive) get(timeout time.Duration) (answer, error) {
+	_ = k.SetDeadline(time.Now().Add(timeout))
 	if _, err := fmt.Fprintf(k, "GET / HTTP/1.1\r\nHost: echo\r\n\r\n"); err != nil {
 		return answer{}, err
 	}
@@ -376,10 +386,10 @@ func (k *keepAlive) get() (answer, error) {
 	return parseAnswer(line)
 }
 
-// keepAliveOn opens connections to vip:80 until one is served by a Pod on
-// a node other than holder (a flow the holder forwards rather than serves
-// itself), and returns it with its first answer.
-func keepAliveOn(t *testing.T, h *lab.Host, vip netip.Addr, holder string) (*keepAlive, answer) {
+// keepAliveOnWorker opens connections to vip:80 until one is served by a
+// Pod on a worker (not a load-balancer host, whose own kube-proxy would
+// hold conntrack state for it), and returns it with its first answer.
+func keepAliveOnWorker(t *testing.T, h *lab.Host, vip netip.Addr) (*keepAlive, answer) {
 	t.Helper()
 	for range 30 {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -389,34 +399,68 @@ func keepAliveOn(t *testing.T, h *lab.Host, vip netip.Addr, holder string) (*kee
 			t.Fatal(err)
 		}
 		k := &keepAlive{Conn: conn, r: bufio.NewReader(conn)}
-		a, err := k.get()
+		a, err := k.get(5 * time.Second)
 		if err != nil {
 			conn.Close()
 			t.Fatal(err)
 		}
-		if a.node != holder {
+		if strings.HasPrefix(a.node, "node-") {
 			return k, a
 		}
 		conn.Close()
 	}
-	t.Fatalf("30 connections were all served on %s", holder)
+	t.Fatal("30 connections were all served on load-balancer hosts")
 	return nil, answer{}
 }
 
-// holderOf is the host that holds the Service's first address.
-func holderOf(t *testing.T, c *cluster.Cluster, ns, name string) string {
+// killAgent kills the agent's container on node as a crash would and
+// waits until its kubelet has restarted it and it is ready.
+func killAgent(t *testing.T, c *cluster.Cluster, node string) {
 	t.Helper()
-	lb, err := lbClient(t, c).Get(t.Context(), ns, name)
+	pod, id, err := c.AgentContainer(t.Context(), node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range lb.Status.Addresses {
-		if a.Host != "" {
-			return a.Host
-		}
+	restarts := pod.Status.ContainerStatuses[0].RestartCount
+	if err := c.Node(node).KillContainer(t.Context(), id); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no host holds %s's addresses: %+v", name, lb.Status)
-	return ""
+	err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		st := p.Status.ContainerStatuses[0]
+		return st.RestartCount > restarts && st.Ready, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent on %s was not restarted: %v", node, err)
+	}
+}
+
+// holderOf waits until a host other than not holds the Service's first
+// address, and returns it.
+func holderOf(t *testing.T, c *cluster.Cluster, ns, name, not string) string {
+	t.Helper()
+	lbc := lbClient(t, c)
+	holder := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := lbc.Get(ctx, ns, name)
+		if err != nil {
+			return false, nil
+		}
+		for _, a := range lb.Status.Addresses {
+			if a.Address == lb.Spec.Addresses[0] && a.Host != "" && a.Host != not {
+				holder = a.Host
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no host other than %q holds %s's address: %v", not, name, err)
+	}
+	return holder
 }
 
 // countTable counts, at the ingress of a host's eth0, packets to the
