@@ -206,6 +206,14 @@
 //     fragments carry no ports and are not forwarded either;
 //   - no forwarding sysctl: fwd does not route.
 //
+// For ECMP over several hosts (BGP), nothing here depends on which host
+// receives a flow's packets: every host computes the same table from the
+// same State. The ingress hook and fwd both use Interface; a host that
+// receives from a router on one interface and reaches nodes on another
+// needs the base chain on the receiving one (a netdev chain takes one
+// device in nft 1.0.6) and fwd on the nodes' one, which is where
+// ingressChainName and the device of the node chains would split.
+//
 // With no state, the bucket of an established flow moves when its node
 // turns unhealthy (or off-link); the node it moves to answers with a TCP
 // reset. Proxy mode keeps such flows on their node through conntrack.
