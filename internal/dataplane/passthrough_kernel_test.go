@@ -27,8 +27,8 @@ import (
 var ptNodes = map[string][]string{"node-a": labNodes["node-a"], "node-b": labNodes["node-b"], "lb": {labLB.String(), labLB6.String()}}
 
 // ptState forwards lab/web (TCP 80, UDP 53) to the given backends,
-// lab/only (TCP 84) from labClient only, and lab/down (TCP 81) to no
-// healthy node.
+// lab/only (TCP 84) from labClient only, lab/sticky (TCP 83) with ClientIP
+// affinity, and lab/down (TCP 81) to no healthy node.
 func ptState(self string, backends ...Backend) State {
 	web := newService("lab/web", withVIPs(labVIP.String(), labVIP6.String()), withForwarding(Passthrough),
 		withPort(TCP, 80, labTCPNodePort), withPort(UDP, 53, labUDPNodePort))
@@ -38,7 +38,10 @@ func ptState(self string, backends ...Backend) State {
 	only.Backends = backends
 	down := newService("lab/down", withVIPs(labVIP.String(), labVIP6.String()), withForwarding(Passthrough),
 		withPort(TCP, 81, labTCPNodePort), withBackend("node-a", false, labNodes["node-a"]...))
-	return State{Self: self, Interface: "eth0", Services: []Service{web, only, down},
+	sticky := newService("lab/sticky", withVIPs(labVIP.String(), labVIP6.String()), withForwarding(Passthrough),
+		withPort(TCP, 83, labTCPNodePort), withAffinity())
+	sticky.Backends = backends
+	return State{Self: self, Interface: "eth0", Services: []Service{web, only, down, sticky},
 		Links: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), labSubnet6}}
 }
 
@@ -55,7 +58,7 @@ func kubeProxyStandIn(t *testing.T, h *lab.Host) {
 	for _, p := range []struct {
 		proto      string
 		port, node int
-	}{{"tcp", 80, labTCPNodePort}, {"tcp", 84, labTCPNodePort}, {"udp", 53, labUDPNodePort}} {
+	}{{"tcp", 80, labTCPNodePort}, {"tcp", 83, labTCPNodePort}, {"tcp", 84, labTCPNodePort}, {"udp", 53, labUDPNodePort}} {
 		fmt.Fprintf(&b, "  ip daddr %s %s dport %d dnat ip to %s:%d\n", labVIP, p.proto, p.port, h.Addr4, p.node)
 		fmt.Fprintf(&b, "  ip6 daddr %s %s dport %d dnat ip6 to [%s]:%d\n", labVIP6, p.proto, p.port, h.Addr6, p.node)
 	}
@@ -224,6 +227,31 @@ func TestKernelPassthrough(t *testing.T) {
 		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
 			if _, err := dialTCP(client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 84), 3*time.Second); err != nil {
 				t.Errorf("%s -> %s:84 (allowed): %v", c.src, c.vip, err)
+			}
+		}
+	})
+
+	t.Run("ClientIP affinity keeps a client on the node of its address's bucket", func(t *testing.T) {
+		for _, src := range []netip.Addr{labClient, labClient6} {
+			vip := labVIP
+			if src.Is6() {
+				vip = labVIP6
+			}
+			var fam []Backend
+			for _, b := range backends {
+				if firstAddr(familyOfAddr(src), b).IsValid() {
+					fam = append(fam, b)
+				}
+			}
+			want := Assign("lab/sticky", fam)[jhashBucket(src, 0, false, HashSeed, BucketCount)]
+			for sport := uint16(41500); sport < 41510; sport++ {
+				r, err := dialTCP(client, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(vip, 83), 3*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.node != want {
+					t.Errorf("%s port %d reached %s, want %s", src, sport, r.node, want)
+				}
 			}
 		}
 	})
