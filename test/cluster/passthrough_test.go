@@ -196,6 +196,38 @@ func TestPassthrough(t *testing.T) {
 		}
 	})
 
+	t.Run("a Service annotated for proxy forwarding is proxied beside them", func(t *testing.T) {
+		s := passthroughService(ns, "proxied", corev1.ServiceExternalTrafficPolicyLocal)
+		s.Spec.Selector = map[string]string{"app": "local"}
+		s.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
+		if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		addrs := waitIngress(t, c, ns, "proxied")
+		got, err := c.Client.CoreV1().Services(ns).Get(t.Context(), "proxied", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range got.Status.LoadBalancer.Ingress {
+			if in.IPMode == nil || *in.IPMode != corev1.LoadBalancerIPModeProxy {
+				t.Errorf("ingress %s ipMode %v, want Proxy", in.IP, in.IPMode)
+			}
+		}
+		for _, vip := range addrs {
+			url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80))
+			waitAnswer(t, client, url)
+			for i := range 20 {
+				a, err := httpAnswer(client, url)
+				if err != nil {
+					t.Fatalf("request %d to %s: %v", i, vip, err)
+				}
+				if a.client != vip {
+					t.Errorf("%s on %s saw the client as %s, want the address %s (proxy forwarding SNATs to it)", a.pod, a.node, a.client, vip)
+				}
+			}
+		}
+	})
+
 	t.Run("a Pod reaches the address", func(t *testing.T) {
 		pod, id, err := c.PodContainer(t.Context(), ns, "app=spread", "node-2")
 		if err != nil {
