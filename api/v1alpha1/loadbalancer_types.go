@@ -17,6 +17,7 @@ import (
 // +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.metadata.annotations.groundcloud\.io/ports`,description="Ports served"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
+// +kubebuilder:printcolumn:name="Forwarding",type=string,JSONPath=`.spec.forwarding`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LoadBalancer struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -96,7 +97,22 @@ type LoadBalancerSpec struct {
 	// +listType=set
 	// +optional
 	SourceRanges []string `json:"sourceRanges,omitempty"`
+
+	// Forwarding is how load-balancer hosts hand traffic to nodes:
+	// Passthrough (the packet unchanged to a node on a shared link, which
+	// replies straight to the client; Service ipMode VIP) or Proxy (DNAT to
+	// a NodePort and SNAT to the address; ipMode Proxy). Absent means Proxy,
+	// what objects written before the field existed were.
+	// +kubebuilder:validation:Enum=Passthrough;Proxy
+	// +optional
+	Forwarding string `json:"forwarding,omitempty"`
 }
+
+// The values of LoadBalancerSpec.Forwarding.
+const (
+	ForwardingPassthrough = "Passthrough"
+	ForwardingProxy       = "Proxy"
+)
 
 // Port is one port of the Service.
 type Port struct {
@@ -227,6 +243,10 @@ const AnnotationPorts = "groundcloud.io/ports"
 // a JSONPath finds, or a list as JSON. The controller manager writes it
 // with the spec.
 const AnnotationAddresses = "groundcloud.io/addresses"
+
+// AnnotationForwarding on a Service chooses its forwarding ("passthrough"
+// or "proxy") over its pool's.
+const AnnotationForwarding = "groundcloud.io/forwarding"
 
 // Condition types and reasons.
 const (

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,13 @@ type Config struct {
 	// Conntrack forgets flows to addresses this host takes over (nil:
 	// never); see forgetGained.
 	Conntrack Forgetter
+	// Interface is where the virtual IPs are announced and passthrough
+	// forwarding receives and sends ("": passthrough LoadBalancers are not
+	// programmed, and say so).
+	Interface string
+	// Links returns the prefixes of Interface (see LinkPrefixes; nil: the
+	// on-link check is skipped).
+	Links func() ([]netip.Prefix, error)
 }
 
 // Agent is one load-balancer host's agent.
@@ -96,6 +104,7 @@ type Agent struct {
 	ownOnly     map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
 	served      map[string]bool     // LoadBalancers that have had a healthy backend; used by sync only
 	neverWarned map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
+	offLink     map[string]string   // off-link backends warned about, by LoadBalancer; used by sync only
 	metrics     syncMetrics         // used by sync only
 }
 
@@ -229,7 +238,31 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
 	a.warnOwnNodeOnly(lbs, plan.Problems)
+	a.warnOffLink(lbs, plan.Problems)
 	return errors.Join(syncErr, addrErr)
+}
+
+// warnOffLink records a Warning Event when the backends of a passthrough
+// LoadBalancer that this host cannot reach on a shared link change to a
+// non-empty list, and sets the metric of them.
+func (a *Agent) warnOffLink(lbs []*v1alpha1.LoadBalancer, problems map[string]Problems) {
+	now := map[string]string{}
+	for _, lb := range lbs {
+		name := lb.Namespace + "/" + lb.Name
+		nodes := problems[name].OffLink
+		if len(nodes) == 0 {
+			continue
+		}
+		list := strings.Join(nodes, ", ")
+		now[name] = list
+		if a.offLink[name] != list && a.cfg.Events != nil {
+			a.cfg.Events.Eventf(eventTarget(lb), corev1.EventTypeWarning, ReasonNodeNotOnLink,
+				"Load-balancer host %s shares no link with node(s) %s, which passthrough forwarding needs: they get none of this Service's flows. "+
+					"Put them on the host's subnet, or use proxy forwarding (annotation groundcloud.io/forwarding: proxy).", a.cfg.Host, list)
+		}
+	}
+	recordOffLink(a.offLink, now)
+	a.offLink = now
 }
 
 // warnOwnNodeOnly records a Warning Event when a LoadBalancer's only
@@ -251,6 +284,21 @@ func (a *Agent) warnOwnNodeOnly(lbs []*v1alpha1.LoadBalancer, problems map[strin
 	a.ownOnly = now
 }
 
+// host is what Translate needs of this host, its links read now. When they
+// cannot be read the on-link check is skipped (logged): the last known
+// good list would be no better than the kernel's own neighbour errors.
+func (a *Agent) host(ctx context.Context) Host {
+	h := Host{Node: a.cfg.Host, Interface: a.cfg.Interface}
+	if a.cfg.Links != nil {
+		links, err := a.cfg.Links()
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot read the interface's prefixes; passthrough backends are not checked for being on-link", "interface", a.cfg.Interface)
+		}
+		h.Links = links
+	}
+	return h
+}
+
 // plan translates lbs. When they have health check targets that were never
 // probed (a new Service or node, a Service switched to
 // externalTrafficPolicy Local, the first sync after a start), it has them
@@ -258,7 +306,8 @@ func (a *Agent) warnOwnNodeOnly(lbs []*v1alpha1.LoadBalancer, problems map[strin
 // most: a node is programmed once a probe said it may take new flows, and
 // a restart programs the same nodes as before it.
 func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
-	plan := Translate(lbs, a.cfg.Host, a.checker.State)
+	host := a.host(ctx)
+	plan := Translate(lbs, host, a.checker.State)
 	a.checker.SetTargets(plan.Targets)
 	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
 		return plan
@@ -266,7 +315,7 @@ func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
 	start := time.Now()
 	all := a.checker.WaitProbed(ctx)
 	klog.FromContext(ctx).V(2).Info("Probed new health check targets", "elapsed", time.Since(start), "all", all)
-	return Translate(lbs, a.cfg.Host, a.checker.State)
+	return Translate(lbs, host, a.checker.State)
 }
 
 // cleanupRetry is how long after a failed conntrack clean-up the agent

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -167,6 +168,11 @@ func (o *Options) Run(ctx context.Context) error {
 		logger.Error(err, "IPv6 data plane unavailable; IPv6 virtual IPs will not be forwarded")
 		ip6 = nil
 	}
+	netdev, err := dataplane.NewNFTables(knftables.NetDevFamily)
+	if err != nil {
+		logger.Error(err, "Netdev data plane unavailable; passthrough services will not be forwarded")
+		netdev = nil
+	}
 	RegisterMetrics()
 	health.RegisterMetrics()
 	if err := dataplane.CheckHost(); err != nil {
@@ -179,7 +185,7 @@ func (o *Options) Run(ctx context.Context) error {
 	a := New(Config{
 		Host:         o.Host,
 		Dynamic:      dyn,
-		DataPlane:    dataplane.NewSyncer(ip4, ip6, dataplane.NetlinkConntrack{}),
+		DataPlane:    dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}),
 		Addresses:    vip.New(o.Interface, logger.WithName("vip")),
 		Owner:        own.Owner,
 		Cluster:      own.Cluster,
@@ -189,6 +195,8 @@ func (o *Options) Run(ctx context.Context) error {
 		MinSync:      o.MinSync,
 		MaxSync:      o.MaxSync,
 		AnnounceEach: o.AnnounceEach,
+		Interface:    o.Interface,
+		Links:        func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
 	})
 	if o.MetricsBindAddress != "" {
 		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling, a.Stuck); err != nil {

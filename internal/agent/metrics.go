@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/component-base/metrics"
@@ -69,6 +70,14 @@ var (
 		Help:           "1 for each LoadBalancer (namespace/name) none of whose backends is healthy: its connections are refused. LoadBalancers with a healthy backend are not listed.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"loadbalancer"})
+	offLinkBackends = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "groundcloud",
+		Subsystem: "agent",
+		Name:      "passthrough_off_link_backends",
+		Help: "Backends of each passthrough LoadBalancer (namespace/name) that share no link with this host, " +
+			"so passthrough forwarding gives them no flows. LoadBalancers without such backends are not listed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"loadbalancer"})
 	registerOnce sync.Once
 )
 
@@ -82,8 +91,22 @@ const (
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors,
-			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends)
+			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends, offLinkBackends)
 	})
+}
+
+// recordOffLink sets passthrough_off_link_backends to now (comma-separated
+// node lists by LoadBalancer), dropping the LoadBalancers of before that
+// are no longer in it.
+func recordOffLink(before, now map[string]string) {
+	for name := range before {
+		if _, ok := now[name]; !ok {
+			offLinkBackends.DeleteLabelValues(name)
+		}
+	}
+	for name, list := range now {
+		offLinkBackends.WithLabelValues(name).Set(float64(strings.Count(list, ",") + 1))
+	}
 }
 
 // syncMetrics sets the gauges of one sync's outcome. It remembers the

@@ -26,6 +26,9 @@ const (
 	// ReasonOwnNodeOnly: this host is a Node and the only healthy backend,
 	// which proxy forwarding cannot serve.
 	ReasonOwnNodeOnly = "OwnNodeOnly"
+	// ReasonNodeNotOnLink: a backend of a passthrough LoadBalancer is on
+	// no link this host shares, so it gets none of the flows.
+	ReasonNodeNotOnLink = "NodeNotOnLink"
 )
 
 // maxProblems is how many problems a condition's message names.
@@ -67,6 +70,8 @@ func (r hostReport) outcome() (bool, string, string) {
 		reason = ReasonOwnNodeOnly
 	case r.Problems.NoHealthyBackend:
 		reason = ReasonNoHealthyBackend
+	case len(r.Problems.OffLink) > 0:
+		reason = ReasonNodeNotOnLink
 	}
 	return false, reason, "not programmed: " + strings.Join(msgs, "; ")
 }

@@ -122,7 +122,7 @@ func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
 	}
 	ct := &failingConntrack{}
 	cluster := &observingCluster{}
-	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), knftables.NewFake(knftables.IPv6Family, dataplane.TableName), ct)
+	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), knftables.NewFake(knftables.IPv6Family, dataplane.TableName), nil, ct)
 	lb := newLB("dns", udp)
 	a := testAgent(t, Config{DataPlane: syncer, Cluster: cluster}, lb)
 	startInformer(t, a)

@@ -37,6 +37,20 @@ type Problems struct {
 	// NoHealthyBackend: no backend has passed its health check since this
 	// agent first saw the LoadBalancer (neverhealthy.go).
 	NoHealthyBackend bool
+	// OffLink are the backends (node names, sorted) that passthrough
+	// forwarding cannot reach: their addresses are on no link of the
+	// host's interface, so they get none of its flows.
+	OffLink []string
+}
+
+// Host is what Translate needs to know of the load-balancer host.
+type Host struct {
+	// Node is the name of the Node this host is ("" for a dedicated host).
+	Node string
+	// Interface is where the VIPs are announced, which passthrough
+	// forwarding receives and sends on; Links are its prefixes.
+	Interface string
+	Links     []netip.Prefix
 }
 
 func (p *Problems) add(conflict bool, msg string) {
@@ -45,16 +59,16 @@ func (p *Problems) add(conflict bool, msg string) {
 }
 
 // Translate turns LoadBalancer objects into data plane state and the health
-// targets to probe, for the host that is Node self ("" for a dedicated
-// host); state says what is known of a target. A backend gets
+// targets to probe, for host; state says what is known of a target. A backend gets
 // new flows when the target of its first address is Healthy; while it is
 // Unknown (not probed yet) only when no backend of its LoadBalancer is
 // Healthy (the agent waits for first probes before it programs, so that
 // happens only when they take longer than that wait: then it does what it
 // did before the first probe existed rather than reject every flow).
-func Translate(lbs []*v1alpha1.LoadBalancer, self string, state func(health.Target) health.State) Plan {
+func Translate(lbs []*v1alpha1.LoadBalancer, host Host, state func(health.Target) health.State) Plan {
 	var p Plan
-	p.State.Self = self
+	self := host.Node
+	p.State.Self, p.State.Interface, p.State.Links = self, host.Interface, host.Links
 	targets := map[health.Target]struct{}{}
 	vips := map[netip.Addr]struct{}{}
 	shared := &backendLists{}
@@ -74,10 +88,17 @@ func Translate(lbs []*v1alpha1.LoadBalancer, self string, state func(health.Targ
 		bad := problems[name]
 		for _, pr := range dp {
 			bad.add(pr.Conflict, pr.Err.Error())
+			if pr.OffLinkNode != "" && !slices.Contains(bad.OffLink, pr.OffLinkNode) {
+				bad.OffLink = append(bad.OffLink, pr.OffLinkNode)
+			}
 		}
+		slices.Sort(bad.OffLink)
 		problems[name] = bad
 	}
 	for _, svc := range p.State.Services {
+		if svc.Forwarding == dataplane.Passthrough {
+			continue // its own kube-proxy serves the host's own node
+		}
 		if _, only := dataplane.ForNewFlows(svc.Backends, self); only {
 			bad := problems[svc.Name]
 			bad.OwnNodeOnly = true
@@ -152,6 +173,9 @@ func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.St
 	svc := dataplane.Service{
 		Name:     lb.Namespace + "/" + lb.Name,
 		Affinity: lb.Spec.SessionAffinity == string(v1.ServiceAffinityClientIP),
+	}
+	if lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough {
+		svc.Forwarding = dataplane.Passthrough
 	}
 	var bad Problems
 	for _, s := range lb.Spec.Addresses {

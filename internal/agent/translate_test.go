@@ -61,7 +61,7 @@ func TestTranslate(t *testing.T) {
 		}),
 	}
 	down := health.Target{Addr: a12, Port: 10256, Path: "/healthz"}
-	plan := Translate(lbs, "", allHealthyBut(down))
+	plan := Translate(lbs, Host{}, allHealthyBut(down))
 
 	want := Plan{
 		State: dataplane.State{Services: []dataplane.Service{
@@ -154,7 +154,7 @@ func TestTranslateSharesBackendLists(t *testing.T) {
 	down := health.Target{Addr: a12, Port: 31000, Path: "/healthz"}
 	p := Translate([]*v1alpha1.LoadBalancer{
 		newLB("a", noCheck), newLB("b", noCheck), newLB("c", noCheck, other), newLB("d"), newLB("e"), newLB("f", otherCheck),
-	}, "", allHealthyBut(down))
+	}, Host{}, allHealthyBut(down))
 	s := p.State.Services
 	if &s[0].Backends[0] != &s[1].Backends[0] || &s[3].Backends[0] != &s[4].Backends[0] {
 		t.Error("equal backend lists with equal health checks are not shared")
@@ -194,7 +194,7 @@ func TestTranslateUnknownBackends(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Translate([]*v1alpha1.LoadBalancer{newLB("local", three)}, "", func(tg health.Target) health.State { return tt.states[tg.Addr] })
+			p := Translate([]*v1alpha1.LoadBalancer{newLB("local", three)}, Host{}, func(tg health.Target) health.State { return tt.states[tg.Addr] })
 			var got []bool
 			for _, b := range p.State.Services[0].Backends {
 				got = append(got, b.Healthy)
@@ -211,7 +211,7 @@ func TestTranslateUnknownBackends(t *testing.T) {
 // a problem this host reports (proxy forwarding cannot serve it); with
 // node-2 healthy too it is not.
 func TestTranslateOwnNode(t *testing.T) {
-	p := Translate([]*v1alpha1.LoadBalancer{newLB("both"), newLB("own", withAddresses("192.0.2.201"))}, "node-1",
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("both"), newLB("own", withAddresses("192.0.2.201"))}, Host{Node: "node-1"},
 		func(tg health.Target) health.State {
 			if tg.Addr == a12 {
 				return health.Unhealthy
@@ -229,7 +229,7 @@ func TestTranslateOwnNode(t *testing.T) {
 	if diff := cmp.Diff(want, p.Problems); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
-	p = Translate([]*v1alpha1.LoadBalancer{newLB("both")}, "node-1", allHealthyBut(health.Target{}))
+	p = Translate([]*v1alpha1.LoadBalancer{newLB("both")}, Host{Node: "node-1"}, allHealthyBut(health.Target{}))
 	if p.Problems != nil {
 		t.Errorf("problems with node-2 healthy: %v", p.Problems)
 	}
@@ -246,7 +246,7 @@ func TestTranslateTCPHealthCheck(t *testing.T) {
 		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckTCP, Port: 30080}
 	}
 	down := health.Target{Addr: a12, Port: 30080, TCP: true}
-	p := Translate([]*v1alpha1.LoadBalancer{newLB("a", tcpCheck)}, "", allHealthyBut(down))
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("a", tcpCheck)}, Host{}, allHealthyBut(down))
 	for _, target := range p.Targets {
 		if !target.TCP || target.Port != 30080 || target.Path != "" {
 			t.Errorf("target %s, want TCP to port 30080", target)
@@ -254,5 +254,50 @@ func TestTranslateTCPHealthCheck(t *testing.T) {
 	}
 	if b := p.State.Services[0].Backends; len(b) != 2 || !b[0].Healthy || b[1].Healthy {
 		t.Errorf("backends %+v, want node-2 (its TCP target down) unhealthy", b)
+	}
+}
+
+func passthrough(lb *v1alpha1.LoadBalancer) { lb.Spec.Forwarding = v1alpha1.ForwardingPassthrough }
+
+// TestTranslatePassthrough: spec.forwarding selects the data plane's
+// forwarding; the host's interface and links go to the data plane; a node
+// off those links is a problem naming it (NodeNotOnLink), and this host's
+// own node as the only healthy backend is not one (its kube-proxy serves
+// it).
+func TestTranslatePassthrough(t *testing.T) {
+	host := Host{Node: "node-1", Interface: "eth0", Links: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/28"), netip.MustParsePrefix("2001:db8::/64")}}
+	onlyOwn := func(tg health.Target) health.State {
+		if tg.Addr == a12 {
+			return health.Unhealthy
+		}
+		return health.Healthy
+	}
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("web", passthrough), newLB("old", withAddresses("192.0.2.201"))}, host, onlyOwn)
+	if p.State.Interface != "eth0" || len(p.State.Links) != 2 {
+		t.Errorf("State interface %q links %v, want eth0 and the host's links", p.State.Interface, p.State.Links)
+	}
+	fwd := map[string]dataplane.Forwarding{}
+	for _, s := range p.State.Services {
+		fwd[s.Name] = s.Forwarding
+	}
+	if diff := cmp.Diff(map[string]dataplane.Forwarding{"default/web": dataplane.Passthrough, "default/old": ""}, fwd); diff != "" {
+		t.Errorf("forwarding (-want +got):\n%s", diff)
+	}
+	if p.Problems["default/web"].OwnNodeOnly || !p.Problems["default/old"].OwnNodeOnly {
+		t.Errorf("OwnNodeOnly must concern proxy forwarding only: %+v", p.Problems)
+	}
+
+	far := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Backends = append(lb.Spec.Backends, v1alpha1.Backend{NodeName: "node-9", Addresses: []string{"198.51.100.9"}})
+	}
+	p = Translate([]*v1alpha1.LoadBalancer{newLB("web", passthrough, far)}, host, allHealthyBut(health.Target{}))
+	got := p.Problems["default/web"]
+	want := Problems{OffLink: []string{"node-9"}, Messages: []string{
+		`backend "node-9": address 198.51.100.9 is on no link of interface eth0, so passthrough forwarding cannot reach it; it gets no flows`}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if ok, reason, msg := (hostReport{Programmed: true, Problems: got}).outcome(); ok || reason != ReasonNodeNotOnLink {
+		t.Errorf("outcome = %t, %s, %q; want false, %s", ok, reason, msg, ReasonNodeNotOnLink)
 	}
 }

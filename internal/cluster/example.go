@@ -108,12 +108,15 @@ func (c *Cluster) WaitLoadBalancerIP(ctx context.Context, namespace, name string
 }
 
 // ExampleManifest is EchoDeployment and LoadBalancerService as the YAML a
-// user would write and `kubectl apply -f`.
+// user would write and `kubectl apply -f`. The Service has
+// externalTrafficPolicy Local: with passthrough forwarding (the default)
+// its Pods then see, and answer with, the client's own address.
 func (c *Cluster) ExampleManifest(namespace, name string, replicas int32) (string, error) {
 	d := c.EchoDeployment(namespace, name, replicas)
 	d.APIVersion, d.Kind = "apps/v1", "Deployment"
 	s := LoadBalancerService(namespace, name)
 	s.APIVersion, s.Kind = "v1", "Service"
+	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	var docs []string
 	for _, obj := range []any{d, s} {
 		data, err := json.Marshal(obj)

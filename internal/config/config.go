@@ -75,7 +75,22 @@ type Pool struct {
 	// share an address of the pool under one sharing key; otherwise a
 	// sharing key joins only Services of one namespace.
 	AllowCrossNamespaceSharing bool
+	// Forwarding is how load-balancer hosts hand the pool's traffic to
+	// nodes.
+	Forwarding Forwarding
 }
+
+// Forwarding is how load-balancer hosts hand a pool's traffic to nodes.
+type Forwarding string
+
+const (
+	// ForwardingPassthrough forwards packets unchanged to a node on a
+	// shared link; the node replies straight to the client (ipMode VIP).
+	ForwardingPassthrough Forwarding = "passthrough"
+	// ForwardingProxy DNATs to a node's NodePort and SNATs to the VIP;
+	// replies cross the load-balancer host (ipMode Proxy).
+	ForwardingProxy Forwarding = "proxy"
+)
 
 // Routes is the [Routes] section.
 type Routes struct {

@@ -234,6 +234,17 @@ var keys = []keySpec{
 			"([annotations](annotations.md#groundcloudioallow-shared-ip)).",
 	},
 	{
+		section: poolSection, name: "forwarding", dflt: string(ForwardingPassthrough),
+		value: assign(forwarding, func(t *target) *Forwarding { return &t.pool.Forwarding }),
+		doc: "How load-balancer hosts hand the traffic of the pool's addresses to nodes. `passthrough`: each packet goes " +
+			"unchanged (client address kept) to a node on a link the host shares, whose kube-proxy serves the address " +
+			"(Service status `ipMode: VIP`) and replies straight to the client; nodes must be on the host's subnet " +
+			"([packet path](packet-path.md#passthrough-forwarding)). `proxy`: the host DNATs to a node's NodePort " +
+			"and SNATs to the address, so nodes see the address as the client and replies cross the host " +
+			"(`ipMode: Proxy`); works when nodes cannot reach clients directly. A Service may choose with the " +
+			"`groundcloud.io/forwarding` annotation ([annotations](annotations.md#groundcloudioforwarding)).",
+	},
+	{
 		section: routesSection, name: "enabled", dflt: "true",
 		value: assign(boolValue, func(t *target) *bool { return &t.routes.Enabled }),
 		doc: "Whether the provider offers the Routes interface: the route controller then writes a `Route` object " +

@@ -66,7 +66,7 @@ func withLabel(k, v string) func(*Machine) {
 
 // newPool is a pool with the defaults.
 func newPool(name string, opts ...func(*Pool)) *Pool {
-	p := &Pool{Name: name, AutoAssign: true}
+	p := &Pool{Name: name, AutoAssign: true, Forwarding: ForwardingPassthrough}
 	for _, o := range opts {
 		o(p)
 	}
@@ -86,6 +86,8 @@ func withNamespaces(ns ...string) func(*Pool) {
 func manualOnly(p *Pool) { p.AutoAssign = false }
 
 func crossNamespace(p *Pool) { p.AllowCrossNamespaceSharing = true }
+
+func proxyForwarding(p *Pool) { p.Forwarding = ForwardingProxy }
 
 func TestParseGood(t *testing.T) {
 	tests := []struct {
@@ -159,6 +161,18 @@ auto-ASSIGN = OFF
 				newPool("c", withRange("10.0.2.0", "10.0.2.255"), manualOnly),
 				newPool("d", withRange("10.0.3.0", "10.0.3.255")),
 				newPool("e", withRange("10.0.4.0", "10.0.4.255")),
+			)),
+		},
+		{
+			name: "forwarding per pool, passthrough by default, in any case",
+			in: "[Global]\nregion = eu\n" +
+				"[Pool \"a\"]\naddresses = 10.0.0.0/24\n" +
+				"[Pool \"b\"]\naddresses = 10.0.1.0/24\nforwarding = Proxy\n" +
+				"[Pool \"c\"]\naddresses = 10.0.2.0/24\nforwarding = passthrough\n",
+			want: newConfig(withPools(
+				newPool("a", withRange("10.0.0.0", "10.0.0.255")),
+				newPool("b", withRange("10.0.1.0", "10.0.1.255"), proxyForwarding),
+				newPool("c", withRange("10.0.2.0", "10.0.2.255")),
 			)),
 		},
 		{
@@ -515,6 +529,14 @@ func TestParseBad(t *testing.T) {
 			name: "a key of another section",
 			in:   global + "[Pool \"a\"]\naddresses = 192.0.2.0/28\nzone = a\n",
 			want: []problem{{5, "unknown key; [Pool] has addresses, namespace, auto-assign"}},
+		},
+		{
+			name: "unknown forwarding mode and an empty one",
+			in:   global + "[Pool \"a\"]\naddresses = 192.0.2.0/28\nforwarding = dsr\n[Pool \"b\"]\naddresses = 192.0.2.16/28\nforwarding =\n",
+			want: []problem{
+				{5, `"dsr" is not a forwarding mode; use passthrough or proxy`},
+				{8, "must not be empty"},
+			},
 		},
 		{
 			name: "single-valued keys given twice, in any case",

@@ -136,6 +136,7 @@ namespace = intranet
 namespace = tools
 auto-assign = false
 allow-cross-namespace-sharing = true  ; intranet and tools may share an address
+forwarding = proxy  ; the office nodes are not on the load-balancer hosts' subnet
 
 [Routes]
 enabled = true

@@ -67,6 +67,11 @@ var (
 		doc:   "`running`, `shutdown` or `gone`, in any case.",
 		parse: parseMachineState,
 	}
+	forwarding = valueType[Forwarding]{
+		name:  "forwarding",
+		doc:   "`passthrough` or `proxy`, in any case.",
+		parse: parseForwarding,
+	}
 	addrRange = valueType[AddrRange]{
 		name:  "address range",
 		doc:   "A CIDR with no host bits set (`192.0.2.0/28`, `2001:db8::/120`) or an inclusive range `first-last` of one family (`192.0.2.10-192.0.2.20`).",
@@ -192,6 +197,17 @@ func parseMachineState(s string) (MachineState, error) {
 		return "", errEmpty
 	}
 	return "", fmt.Errorf("%q is not a machine state; use running, shutdown or gone", s)
+}
+
+func parseForwarding(s string) (Forwarding, error) {
+	switch f := Forwarding(strings.ToLower(s)); f {
+	case ForwardingPassthrough, ForwardingProxy:
+		return f, nil
+	}
+	if s == "" {
+		return "", errEmpty
+	}
+	return "", fmt.Errorf("%q is not a forwarding mode; use passthrough or proxy", s)
 }
 
 // invalid turns the messages of a k8s.io validation function into an error.

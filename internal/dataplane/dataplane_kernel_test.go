@@ -90,7 +90,7 @@ func TestKernelDataPlane(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		syncer = NewSyncer(nft4, nft6, NetlinkConntrack{})
+		syncer = NewSyncer(nft4, nft6, nil, NetlinkConntrack{})
 		return nil
 	}); err != nil {
 		t.Fatalf("nftables in the lb namespace: %v", err)

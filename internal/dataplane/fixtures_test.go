@@ -115,7 +115,7 @@ func newFakeSyncer() (*Syncer, *knftables.Fake, *knftables.Fake, *recordingConnt
 	v4 := knftables.NewFake(knftables.IPv4Family, TableName)
 	v6 := knftables.NewFake(knftables.IPv6Family, TableName)
 	ct := &recordingConntrack{}
-	return NewSyncer(v4, v6, ct), v4, v6, ct
+	return NewSyncer(v4, v6, nil, ct), v4, v6, ct
 }
 
 // transactions returns the last transaction of each fake, labelled.

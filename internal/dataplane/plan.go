@@ -26,8 +26,9 @@ func Desired(s State) Ruleset {
 // assignments between calls.
 func desired(services []service, memo *assignMemo) Ruleset {
 	r := Ruleset{
-		IPv4: desiredTable(ipv4, services, memo),
-		IPv6: desiredTable(ipv6, services, memo),
+		IPv4:   desiredTable(ipv4, services, memo),
+		IPv6:   desiredTable(ipv6, services, memo),
+		NetDev: desiredNetDev(services, memo),
 	}
 	memo.sweep()
 	return r
@@ -105,6 +106,10 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		}
 	}
 	if len(frontends) == 0 {
+		return
+	}
+	if svc.passthrough {
+		addPassthroughChecks(t, f, svc, frontends, memo)
 		return
 	}
 
@@ -192,8 +197,14 @@ func (ba backendAddrs) of(node string) netip.Addr {
 	if !ok {
 		return netip.Addr{}
 	}
-	for _, a := range ba.backends[i].Addrs {
-		if ba.f.is(a) {
+	return firstAddr(ba.f, ba.backends[i])
+}
+
+// firstAddr is b's first address of family f (the one forwarded to), or
+// the zero Addr.
+func firstAddr(f family, b Backend) netip.Addr {
+	for _, a := range b.Addrs {
+		if f.is(a) {
 			return a
 		}
 	}

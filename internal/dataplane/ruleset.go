@@ -8,8 +8,9 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// TableName is the name of the table the data plane owns in the "ip" and the
-// "ip6" family. Nothing else in either family is ever read or changed.
+// TableName is the name of the table the data plane owns in the "ip", the
+// "ip6" and the "netdev" family. Nothing else in any family is ever read or
+// changed.
 const TableName = "groundcloud"
 
 // Ruleset is the in-memory model of the data plane: one table per family.
@@ -17,12 +18,17 @@ const TableName = "groundcloud"
 type Ruleset struct {
 	IPv4 *Table
 	IPv6 *Table
+	// NetDev forwards passthrough services (both IP families).
+	NetDev *Table
 }
 
-// Table returns the table of family f (ip or ip6).
+// Table returns the table of family f (ip, ip6 or netdev).
 func (r Ruleset) Table(f knftables.Family) *Table {
-	if f == knftables.IPv6Family {
+	switch f {
+	case knftables.IPv6Family:
 		return r.IPv6
+	case knftables.NetDevFamily:
+		return r.NetDev
 	}
 	return r.IPv4
 }
@@ -52,6 +58,8 @@ type BaseChain struct {
 	Type     knftables.BaseChainType
 	Hook     knftables.BaseChainHook
 	Priority knftables.BaseChainPriority
+	// Device is the interface of an ingress chain.
+	Device string
 }
 
 // Map is a named map and its elements.
@@ -114,6 +122,9 @@ func (c *Chain) object() *knftables.Chain {
 		obj.Type = knftables.PtrTo(c.Base.Type)
 		obj.Hook = knftables.PtrTo(c.Base.Hook)
 		obj.Priority = knftables.PtrTo(c.Base.Priority)
+		if c.Base.Device != "" {
+			obj.Device = knftables.PtrTo(c.Base.Device)
+		}
 	}
 	return obj
 }

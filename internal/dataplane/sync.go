@@ -40,16 +40,20 @@ type Syncer struct {
 }
 
 // NewSyncer returns a Syncer over an Interface per family (as NewNFTables
-// makes them; either may be nil on a single-stack host, and then VIPs of that
-// family are not programmed) and a Conntrack (nil: entries are never
-// deleted). It does no I/O.
-func NewSyncer(ipv4, ipv6 knftables.Interface, ct Conntrack) *Syncer {
+// makes them; ipv4 or ipv6 may be nil on a single-stack host, and then VIPs
+// of that family are not programmed; netdev may be nil, and then
+// passthrough services are not forwarded) and a Conntrack (nil: entries are
+// never deleted). It does no I/O.
+func NewSyncer(ipv4, ipv6, netdev knftables.Interface, ct Conntrack) *Syncer {
 	s := &Syncer{nft: map[knftables.Family]knftables.Interface{}, conntrack: ct, memo: newAssignMemo(), needFull: true, unflushed: map[Flow]bool{}}
 	if ipv4 != nil {
 		s.nft[knftables.IPv4Family] = ipv4
 	}
 	if ipv6 != nil {
 		s.nft[knftables.IPv6Family] = ipv6
+	}
+	if netdev != nil {
+		s.nft[knftables.NetDevFamily] = netdev
 	}
 	return s
 }
@@ -89,7 +93,7 @@ func (s *Syncer) Sync(ctx context.Context, st State) (Result, error) {
 
 	var errs []error
 	var stale []Flow
-	for _, family := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+	for _, family := range families {
 		nft := s.nft[family]
 		if nft == nil {
 			continue
@@ -133,10 +137,16 @@ func (s *Syncer) syncFamily(ctx context.Context, nft knftables.Interface, want *
 	return tx.NumOperations(), nil
 }
 
+// families are the families of our tables, in the order they are synced.
+var families = []knftables.Family{knftables.IPv4Family, knftables.IPv6Family, knftables.NetDevFamily}
+
 func (s *Syncer) setApplied(f knftables.Family, t *Table) {
-	if f == knftables.IPv6Family {
+	switch f {
+	case knftables.IPv6Family:
 		s.applied.IPv6 = t
-	} else {
+	case knftables.NetDevFamily:
+		s.applied.NetDev = t
+	default:
 		s.applied.IPv4 = t
 	}
 }
@@ -175,7 +185,7 @@ func (s *Syncer) Cleanup(ctx context.Context) error {
 	s.needFull = true
 	s.applied = Ruleset{}
 	var errs []error
-	for _, family := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+	for _, family := range families {
 		nft := s.nft[family]
 		if nft == nil {
 			continue

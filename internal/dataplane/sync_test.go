@@ -109,7 +109,7 @@ func (f *failingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 func TestSyncAfterErrorIsFull(t *testing.T) {
 	v4 := knftables.NewFake(knftables.IPv4Family, TableName)
 	failing := &failingNFT{Interface: v4}
-	s := NewSyncer(failing, nil, nil)
+	s := NewSyncer(failing, nil, nil, nil)
 	mustSync(t, s, realisticState())
 
 	failing.fail = true
@@ -320,7 +320,7 @@ func TestCleanupRemovesOurTables(t *testing.T) {
 
 func TestSingleStackSyncer(t *testing.T) {
 	v4 := knftables.NewFake(knftables.IPv4Family, TableName)
-	s := NewSyncer(v4, nil, nil)
+	s := NewSyncer(v4, nil, nil, nil)
 	mustSync(t, s, realisticState())
 	mustSync(t, s, withHealth(realisticState(), "node-b", false))
 	if strings.Contains(v4.Dump(), "2001:db8") {

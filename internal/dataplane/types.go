@@ -31,9 +31,39 @@ type State struct {
 	// NodePort never reaches kube-proxy's NodePort rule (netfilter maps a
 	// connection's destination once per hook), so the host gives its own
 	// node no new flows while another backend of the service is healthy
-	// (see ForNewFlows).
+	// (see ForNewFlows). That rule is for proxy forwarding only: in
+	// passthrough forwarding the buckets of Self are left to the host's own
+	// kube-proxy (see Passthrough).
 	Self string
+	// Interface is the network interface passthrough forwarding receives
+	// the VIPs' packets on and sends them out of to the nodes: the one the
+	// VIPs are announced on. Passthrough services are left out while it is
+	// empty.
+	Interface string
+	// Links are the prefixes of Interface (its addresses with their prefix
+	// lengths). A node address in none of them is not on a link this host
+	// shares, so passthrough forwarding cannot hand it a packet: such a
+	// backend gets no passthrough buckets of that family, as if it were
+	// unhealthy there, and Validate reports it. Empty Links skip the check.
+	Links []netip.Prefix
 }
+
+// Forwarding is how a load-balancer host hands a service's packets to a
+// node.
+type Forwarding string
+
+// The forwarding modes.
+const (
+	// Proxy DNATs new flows to a node's NodePort and SNATs them to the VIP:
+	// replies cross this host, the node sees the VIP as the client. The
+	// zero value is Proxy.
+	Proxy Forwarding = "Proxy"
+	// Passthrough forwards each packet unchanged (client source, VIP
+	// destination) to the link-layer address of a node on Interface; the
+	// node's kube-proxy serves the VIP (Service status ipMode VIP) and
+	// replies straight to the client. This host keeps no state per flow.
+	Passthrough Forwarding = "Passthrough"
+)
 
 // Service is one load-balanced service.
 type Service struct {
@@ -55,6 +85,8 @@ type Service struct {
 	// SourceRanges are the client prefixes allowed to reach the service;
 	// empty allows every client. Packets from other sources are dropped.
 	SourceRanges []netip.Prefix
+	// Forwarding is Proxy ("" too) or Passthrough.
+	Forwarding Forwarding
 }
 
 // Port is one forwarded port of a service.

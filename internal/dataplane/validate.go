@@ -23,7 +23,11 @@ type ServiceProblem struct {
 	// Conflict: the part is a frontend (VIP, protocol, port) that another
 	// service, whose name sorts first, already uses.
 	Conflict bool
-	Err      error
+	// OffLinkNode names the backend a passthrough service cannot reach
+	// because its address is on no link of the interface; the part left
+	// out is that node's share of the flows.
+	OffLinkNode string
+	Err         error
 }
 
 func (p *ServiceProblem) Error() string { return fmt.Sprintf("service %q: %v", p.Service, p.Err) }
@@ -60,6 +64,10 @@ type service struct {
 	ranges     []netip.Prefix
 	// frontends are the (VIP, port) pairs this service programs.
 	frontends []frontend
+	// passthrough: forwarded unchanged on iface to backends on links.
+	passthrough bool
+	iface       string
+	links       []netip.Prefix
 }
 
 type frontend struct {
@@ -95,6 +103,9 @@ func normalize(s State) ([]service, []error) {
 		clean, p := normalizeService(svc)
 		clean.self = s.Self
 		problems = append(problems, p...)
+		if !normalizeForwarding(s, svc, &clean, &problems) {
+			continue
+		}
 		for _, vip := range normalizeVIPs(svc, &problems) {
 			for _, port := range clean.ports {
 				key := frontendKey{vip, port.Protocol, port.Port}
@@ -157,6 +168,48 @@ func normalizeService(svc Service) (service, []error) {
 	}
 	clean.ranges = minimalPrefixes(clean.ranges)
 	return clean, problems
+}
+
+// normalizeForwarding sets the passthrough fields of clean and reports
+// whether the service can be programmed at all.
+func normalizeForwarding(s State, svc Service, clean *service, problems *[]error) bool {
+	bad := func(format string, args ...any) {
+		*problems = append(*problems, &ServiceProblem{Service: svc.Name, Err: fmt.Errorf(format, args...)})
+	}
+	switch svc.Forwarding {
+	case "", Proxy:
+		return true
+	case Passthrough:
+	default:
+		bad("unsupported forwarding %q", svc.Forwarding)
+		return false
+	}
+	if s.Interface == "" {
+		bad("passthrough forwarding needs the interface of this host that faces the nodes, and none is set")
+		return false
+	}
+	clean.passthrough, clean.iface, clean.links = true, s.Interface, s.Links
+	for _, b := range clean.backends {
+		for _, f := range []family{ipv4, ipv6} {
+			if !slices.ContainsFunc(svc.VIPs, f.is) {
+				continue // no flow of this family to forward
+			}
+			if a := firstAddr(f, b); a.IsValid() && !onLink(s.Links, a) {
+				*problems = append(*problems, &ServiceProblem{Service: svc.Name, OffLinkNode: b.Node, Err: fmt.Errorf(
+					"backend %q: address %s is on no link of interface %s, so passthrough forwarding cannot reach it; it gets no flows", b.Node, a, s.Interface)})
+			}
+		}
+	}
+	return true
+}
+
+// onLink reports whether a is in one of links (true when links is empty:
+// nothing to check against).
+func onLink(links []netip.Prefix, a netip.Addr) bool {
+	if len(links) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(links, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 func normalizeVIPs(svc Service, problems *[]error) []netip.Addr {

@@ -5,17 +5,20 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
 )
 
 // TestAnnotationsDocumented checks docs/annotations.md against the
-// annotations this package reads: each has a section, and the doc names no
+// annotations the controller manager reads (this package's and the
+// forwarding one of internal/loadbalancers): each has a section, and the doc names no
 // other groundcloud.io annotation.
 func TestAnnotationsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/annotations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := []string{AnnotationPool, AnnotationLoadBalancerIPs, AnnotationAllowSharedIP}
+	code := []string{AnnotationPool, AnnotationLoadBalancerIPs, AnnotationAllowSharedIP, v1alpha1.AnnotationForwarding}
 	var documented []string
 	for _, m := range regexp.MustCompile(`(?m)^## (groundcloud\.io/\S+)$`).FindAllSubmatch(doc, -1) {
 		documented = append(documented, string(m[1]))

@@ -224,7 +224,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 	if !held {
 		return nil, reqErr
 	}
-	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
+	spec, rangeErr := m.desiredSpec(svc, a)
 	// A failed write keeps the allocation: the object may exist even when
 	// the request failed, and releasing the address could hand it out
 	// twice. Get reports the allocation, so the service controller still
@@ -238,6 +238,22 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 	// As upstream's "Ensuring load balancer" (V(2) too), but when done.
 	klog.FromContext(ctx).V(2).Info("Ensured LoadBalancer", "service", klog.KObj(svc), "addresses", spec.Addresses)
 	return ServiceStatus(&spec), nil
+}
+
+// desiredSpec is DesiredSpec with the forwarding of svc and its pool; a
+// forwarding annotation it cannot use is reported with the source ranges'
+// problem.
+func (m *Manager) desiredSpec(svc *v1.Service, a Allocated) (v1alpha1.LoadBalancerSpec, error) {
+	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
+	var fwdErr error
+	spec.Forwarding, fwdErr = Forwarding(svc, m.pool(a.Pool))
+	return spec, errors.Join(rangeErr, fwdErr)
+}
+
+// pool returns the current cloud-config's pool of that name, or nil.
+func (m *Manager) pool(name string) *config.Pool {
+	p, _ := m.config().Pool(name)
+	return p
 }
 
 // assign reads svc's request and assigns it. It returns what the Service
@@ -378,6 +394,7 @@ func (m *Manager) Get(ctx context.Context, svc *v1.Service) (*v1.LoadBalancerSta
 		for _, addr := range a.Addresses {
 			spec.Addresses = append(spec.Addresses, addr.String())
 		}
+		spec.Forwarding, _ = Forwarding(svc, m.pool(a.Pool))
 		return ServiceStatus(&spec), true, nil
 	}
 	lb, err := m.lister.Get(svc.Namespace, svc.Name)

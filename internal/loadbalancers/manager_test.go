@@ -500,7 +500,7 @@ func TestImpossibleEditKeepsApplying(t *testing.T) {
 				Backends:              []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}},
 				HealthCheck:           &v1alpha1.HealthCheck{Type: "HTTP", Port: 32001, Path: "/healthz"},
 				ExternalTrafficPolicy: "Local", SessionAffinity: "ClientIP",
-				SourceRanges: []string{"198.51.100.0/24"},
+				SourceRanges: []string{"198.51.100.0/24"}, Forwarding: v1alpha1.ForwardingPassthrough,
 			}
 			if diff := cmp.Diff(want, spec); diff != "" {
 				t.Errorf("spec after an impossible edit (-want +got):\n%s", diff)

@@ -137,7 +137,7 @@ func (m *Manager) refresh(ctx context.Context, key types.NamespacedName) error {
 	}
 	// Source-range problems are reported by Ensure; the spec already
 	// accepts no client.
-	spec, _ := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
+	spec, _ := m.desiredSpec(svc, a)
 	return m.write(ctx, svc, spec)
 }
 

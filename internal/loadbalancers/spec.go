@@ -105,13 +105,14 @@ func PortsSummary(spec *v1alpha1.LoadBalancerSpec) string {
 }
 
 // ServiceStatus is what the Service's status.loadBalancer shows: each
-// address with ipMode Proxy, because agents DNAT (the node does not see the
-// VIP as destination).
+// address with ipMode VIP for passthrough forwarding (nodes receive packets
+// addressed to the VIP, so kube-proxy must serve it) and Proxy otherwise
+// (agents DNAT: the node does not see the VIP as destination).
 func ServiceStatus(spec *v1alpha1.LoadBalancerSpec) *v1.LoadBalancerStatus {
 	st := &v1.LoadBalancerStatus{}
-	proxy := v1.LoadBalancerIPModeProxy
 	for _, a := range spec.Addresses {
-		st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: a, IPMode: &proxy})
+		mode := ipMode(spec.Forwarding)
+		st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: a, IPMode: &mode})
 	}
 	return st
 }

@@ -229,7 +229,9 @@ func (e *Env) cloudConfig() string {
 		}
 		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninstance-type = nodesim\ninternal-ip = %s\ninternal-ip = %s\n\n", n.Name, n.Addr4, n.Addr6)
 	}
-	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\n\n", e.Opts.Pool4, e.Opts.Pool6)
+	// Proxy forwarding: nodesim listens on NodePorts; nothing on these
+	// nodes serves a passthrough address as kube-proxy does.
+	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\nforwarding = proxy\n\n", e.Opts.Pool4, e.Opts.Pool6)
 	b.WriteString(e.Opts.ExtraCloudConfig)
 	return b.String()
 }

@@ -87,6 +87,7 @@ func TestCluster(t *testing.T) {
 	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
 	withWeb("agent container killed", func(t *testing.T, s *lbScenario) { checkFailover(t, c, dyn, s) })
 	withWeb("holder's link down", func(t *testing.T, s *lbScenario) { checkLinkDown(t, c, dyn, s) })
+	t.Run("passthrough", func(t *testing.T) { checkPassthrough(t, c) })
 	if t.Failed() {
 		for _, log := range c.Logs() {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))

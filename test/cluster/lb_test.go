@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -45,16 +47,18 @@ type answer struct {
 	seen      netip.Addr
 }
 
+var answerRE = regexp.MustCompile(`^hello from (\S+) on (\S+) \(you are (\S+)\)\s*$`)
+
 func parseAnswer(s string) (answer, error) {
-	f := strings.Fields(strings.TrimSpace(s))
-	if len(f) != 8 || f[0] != "hello" || f[6] != "are" {
+	m := answerRE.FindStringSubmatch(s)
+	if m == nil {
 		return answer{}, fmt.Errorf("unexpected answer %q", s)
 	}
-	ap, err := netip.ParseAddrPort(strings.TrimSuffix(f[7], ")"))
+	ap, err := netip.ParseAddrPort(m[3])
 	if err != nil {
 		return answer{}, fmt.Errorf("answer %q: %w", s, err)
 	}
-	return answer{pod: f[2], node: f[4], seen: ap.Addr().Unmap()}, nil
+	return answer{pod: m[1], node: m[2], seen: ap.Addr().Unmap()}, nil
 }
 
 // get makes one request on a fresh connection.
@@ -132,6 +136,9 @@ func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel m
 		t.Fatal(err)
 	}
 	svc := cluster.LoadBalancerService(echoNS, name)
+	// These scenarios are proxy forwarding's (passthroughs are in
+	// passthrough_test.go).
+	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)})
 	for _, m := range mods {
 		m(svc)
@@ -799,10 +806,8 @@ func checkSharedAddress(t *testing.T, c *cluster.Cluster) {
 	vip := netip.MustParseAddr("192.0.2.215")
 	shared := func(port int32) func(*corev1.Service) {
 		return func(svc *corev1.Service) {
-			svc.Annotations = map[string]string{
-				"groundcloud.io/load-balancer-ips": vip.String(),
-				"groundcloud.io/allow-shared-ip":   "team",
-			}
+			svc.Annotations["groundcloud.io/load-balancer-ips"] = vip.String()
+			svc.Annotations["groundcloud.io/allow-shared-ip"] = "team"
 			svc.Spec.Ports = svc.Spec.Ports[:1]
 			svc.Spec.Ports[0].Port = port
 		}

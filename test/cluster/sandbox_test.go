@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,8 +36,19 @@ func TestSandbox(t *testing.T) {
 
 	up, url := startSandbox(t, dir)
 	nodes := map[string]bool{}
-	// A new connection per request, as separate curl runs make.
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	// A new connection per request, as separate curl runs make; each
+	// remembers its own address, which the Pod must see (passthrough
+	// forwarding, externalTrafficPolicy Local).
+	var mine string
+	dialer := &net.Dialer{}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				mine = conn.LocalAddr().String()
+			}
+			return conn, err
+		}}}
 	for range 30 {
 		resp, err := client.Get(url)
 		if err != nil {
@@ -45,8 +57,11 @@ func TestSandbox(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		// "hello from <pod> on <node> (you are <address>)"
-		if f := strings.Fields(string(body)); len(f) > 4 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
+		if f := strings.Fields(string(body)); len(f) > 7 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
 			nodes[f[4]] = true
+			if seen := strings.TrimSuffix(f[7], ")"); seen != mine {
+				t.Errorf("the Pod saw this shell as %s, want its own address %s", seen, mine)
+			}
 		}
 	}
 	if len(nodes) != 2 {

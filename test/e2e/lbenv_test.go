@@ -67,7 +67,7 @@ func startLBEnv(t *testing.T, mods ...func(*sandbox.Options)) *lbEnv {
 		Binaries:         sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		Clients:          []string{"client", "outsider"},
 		NodeSim:          sandbox.NodeSim{TCPPorts: ports, UDPPorts: []uint16{nodePortUDP}, HealthPorts: []uint16{healthNodePort}},
-		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\n",
+		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\nforwarding = proxy\n",
 		ExtraCCMArgs:     ccmMetricArgs(metricsPort),
 		Logf:             t.Logf,
 	}

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/testutil"
+	"sigs.k8s.io/knftables"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
+)
+
+// TestOffLinkBackendIsReported: a passthrough LoadBalancer with a node on
+// no link of the host's interface gets that node left out of the netdev
+// table, one Warning Event, the metric and the NodeNotOnLink condition;
+// once the node is on a link, it is programmed and the metric goes.
+func TestOffLinkBackendIsReported(t *testing.T) {
+	far := func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Backends = append(lb.Spec.Backends, v1alpha1.Backend{NodeName: "node-9", Addresses: []string{"198.51.100.9"}})
+		lb.Spec.HealthCheck = nil
+	}
+	var mu sync.Mutex
+	links := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	netdev := knftables.NewFake(knftables.NetDevFamily, dataplane.TableName)
+	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), nil, netdev, nil)
+	events := record.NewFakeRecorder(10)
+	a := testAgent(t, Config{DataPlane: syncer, Events: events, Interface: "eth0", Links: func() ([]netip.Prefix, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return links, nil
+	}}, newLB("web", passthrough, far))
+	startInformer(t, a)
+	RegisterMetrics()
+
+	for range 2 { // the second sync records no second Event
+		if err := a.sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dump := netdev.Dump(); strings.Contains(dump, "node-9") || !strings.Contains(dump, "fwd ip to 192.0.2.11") {
+		t.Errorf("netdev table forwards to off-link node-9 or not to node-1:\n%s", dump)
+	}
+	if n := len(events.Events); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+	if ev := <-events.Events; !strings.Contains(ev, "Warning NodeNotOnLink") || !strings.Contains(ev, "node-9") {
+		t.Errorf("event %q, want a NodeNotOnLink warning naming node-9", ev)
+	}
+	if v, err := testutil.GetGaugeMetricValue(offLinkBackends.WithLabelValues("default/web")); err != nil || v != 1 {
+		t.Errorf("passthrough_off_link_backends = %v (%v), want 1", v, err)
+	}
+	plan := a.plan(t.Context(), []*v1alpha1.LoadBalancer{newLB("web", passthrough, far)})
+	if _, reason, _ := (hostReport{Programmed: true, Problems: plan.Problems["default/web"]}).outcome(); reason != ReasonNodeNotOnLink {
+		t.Errorf("condition reason %s, want %s", reason, ReasonNodeNotOnLink)
+	}
+
+	mu.Lock()
+	links = append(links, netip.MustParsePrefix("198.51.100.0/24"))
+	mu.Unlock()
+	if err := a.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(netdev.Dump(), "fwd ip to 198.51.100.9") {
+		t.Errorf("node-9, now on a link, is not forwarded to:\n%s", netdev.Dump())
+	}
+	if offLinkBackends.DeleteLabelValues("default/web") {
+		t.Error("passthrough_off_link_backends still lists default/web")
+	}
+}

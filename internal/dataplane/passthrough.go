@@ -1,0 +1,174 @@
+package dataplane
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Names in the netdev table (passthrough forwarding).
+const (
+	mapPassthroughPorts4 = "passthrough-ports4"
+	mapPassthroughPorts6 = "passthrough-ports6"
+)
+
+// ingressChainName names the base chain on iface. The device of a base
+// chain cannot change in place, so another interface gets another chain
+// (and the old one is deleted as stale).
+func ingressChainName(iface string) string { return "ingress-" + readable(iface) }
+
+// passthroughChainName names the chain that picks the node for one port of
+// a service in family f: "ip-svc-…" or "ip6-svc-…".
+func passthroughChainName(f family, service string, p Port) string {
+	return f.ip + "-" + serviceChainName(service, p)
+}
+
+// nodeChainName names the chain that forwards to one node in family f:
+// "ip-node-<hash>-<node>". It is shared by every service the node serves,
+// so a node's new address rewrites one chain.
+func nodeChainName(f family, node string) string {
+	return f.ip + "-node-" + shortHash(node) + "-" + readable(node)
+}
+
+// desiredNetDev computes the netdev table: at the ingress of the interface,
+// before routing and conntrack, packets to a passthrough frontend go by
+// "ip daddr . meta l4proto . th dport vmap" to the service port's chain,
+// which drops sources outside the source ranges and picks a bucket by the
+// same jhash as proxy mode; the bucket's verdict jumps to the node's chain
+// ("fwd ip to <node> device <iface>": the packet leaves unchanged, to the
+// node's link-layer address) or, for the buckets of this host's own node
+// (State.Self), accepts, so that the packet goes up this host's stack to
+// its own kube-proxy. Frontends without a reachable bucket get no element:
+// their packets reach the ip/ip6 table, which rejects them.
+func desiredNetDev(services []service, memo *assignMemo) *Table {
+	t := newTable(knftables.NetDevFamily)
+	iface := ""
+	for _, svc := range services {
+		if svc.passthrough {
+			iface = svc.iface
+			break
+		}
+	}
+	frontendType := func(f family) string { return f.addrType + " . inet_proto . inet_service : verdict" }
+	t.addMap(mapPassthroughPorts4, frontendType(ipv4), "VIP . protocol . port to the chain that picks a node (passthrough)")
+	t.addMap(mapPassthroughPorts6, frontendType(ipv6), "VIP . protocol . port to the chain that picks a node (passthrough)")
+	if iface == "" {
+		return t
+	}
+	t.addChain(ingressChainName(iface),
+		"meta protocol ip ip daddr . meta l4proto . th dport vmap @"+mapPassthroughPorts4,
+		"meta protocol ip6 ip6 daddr . meta l4proto . th dport vmap @"+mapPassthroughPorts6,
+	).Base = &BaseChain{Type: knftables.FilterType, Hook: knftables.IngressHook, Priority: knftables.FilterPriority, Device: iface}
+	for _, svc := range services {
+		if svc.passthrough {
+			for _, f := range []family{ipv4, ipv6} {
+				addPassthrough(t, f, svc, memo)
+			}
+		}
+	}
+	return t
+}
+
+func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
+	buckets, addrs := passthroughBuckets(f, svc, memo)
+	if buckets[0] == "" {
+		return
+	}
+	dispatch := mapPassthroughPorts4
+	if f.nft == knftables.IPv6Family {
+		dispatch = mapPassthroughPorts6
+	}
+	for _, fe := range svc.frontends {
+		if !f.is(fe.vip) {
+			continue
+		}
+		chain := passthroughChainName(f, svc.name, fe.port)
+		if _, ok := t.Chains[chain]; !ok {
+			var rules []string
+			if svc.restricted {
+				rules = append(rules, firewallRule(f, svc.ranges))
+			}
+			t.addChain(chain, append(rules, bucketRule(f, svc.affinity, buckets, svc.self))...)
+			for _, node := range slices.Compact(slices.Sorted(slices.Values(buckets[:]))) {
+				if node != svc.self {
+					t.addChain(nodeChainName(f, node), fmt.Sprintf("fwd %s to %s device %q", f.ip, addrs.of(node), svc.iface))
+				}
+			}
+		}
+		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
+		t.addElement(dispatch, key, []string{"goto " + chain})
+	}
+}
+
+// bucketRule picks the bucket by the same jhash as dnatRule; its verdict
+// forwards to the bucket's node, or accepts for self's buckets. A space
+// ends each chain name before its comma: knftables.Fake reads the name up
+// to the next space.
+func bucketRule(f family, affinity bool, buckets Assignment, self string) string {
+	key := f.ip + " saddr . th sport"
+	if affinity {
+		key = f.ip + " saddr"
+	}
+	b := make([]byte, 0, 96+BucketCount*48)
+	b = fmt.Appendf(b, "jhash %s mod %d seed %#x vmap { ", key, BucketCount, HashSeed)
+	for i, node := range buckets {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(i), 10)
+		if node == self {
+			b = append(b, " : accept"...)
+		} else {
+			b = append(b, " : goto "...)
+			b = append(b, nodeChainName(f, node)...)
+			b = append(b, ' ')
+		}
+	}
+	b = append(b, " }"...)
+	return string(b)
+}
+
+// passthroughBuckets assigns the buckets of svc in family f among its
+// backends with an address of f. Unlike proxy forwarding, self keeps its
+// buckets (its own kube-proxy serves them), and a backend whose address is
+// not on a link of the interface counts as unhealthy: listed, so that its
+// buckets come back to it, but given none.
+func passthroughBuckets(f family, svc service, memo *assignMemo) (Assignment, backendAddrs) {
+	var backends []Backend
+	for _, b := range svc.backends {
+		a := firstAddr(f, b)
+		if !a.IsValid() {
+			continue
+		}
+		if b.Healthy && !onLink(svc.links, a) {
+			b.Healthy = false
+		}
+		backends = append(backends, b)
+	}
+	return memo.assign("passthrough "+f.ip+" "+svc.name, svc.name, backends), backendAddrs{f: f, backends: backends}
+}
+
+// addPassthroughChecks adds what the ip/ip6 table does for a passthrough
+// service: drop sources outside its ranges and reject new flows while no
+// bucket is reachable (the netdev table then lets its packets through to
+// this host's stack). Everything else happens in the netdev table; packets
+// of self's buckets reach this host's stack and its own kube-proxy.
+func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend, memo *assignMemo) {
+	buckets, _ := passthroughBuckets(f, svc, memo)
+	fwChain := ""
+	if svc.restricted {
+		fwChain = firewallChainName(svc.name)
+		t.addChain(fwChain, firewallRule(f, svc.ranges))
+	}
+	for _, fe := range frontends {
+		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
+		if fwChain != "" {
+			t.addElement(mapFirewallIPs, key, []string{"goto " + fwChain})
+		}
+		if buckets[0] == "" {
+			t.addElement(mapNoEndpoints, key, []string{"goto " + chainReject})
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package loadbalancers
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/config"
+)
+
+func TestForwarding(t *testing.T) {
+	passthrough := &config.Pool{Name: "p", Forwarding: config.ForwardingPassthrough}
+	proxy := &config.Pool{Name: "q", Forwarding: config.ForwardingProxy}
+	for _, tt := range []struct {
+		name       string
+		annotation string // "-": none
+		pool       *config.Pool
+		want       string
+		wantErr    string
+	}{
+		{"the pool's passthrough", "-", passthrough, v1alpha1.ForwardingPassthrough, ""},
+		{"the pool's proxy", "-", proxy, v1alpha1.ForwardingProxy, ""},
+		{"a pool no longer configured: the default", "-", nil, v1alpha1.ForwardingPassthrough, ""},
+		{"the annotation over the pool", "proxy", passthrough, v1alpha1.ForwardingProxy, ""},
+		{"the annotation in any case, with spaces", " Passthrough ", proxy, v1alpha1.ForwardingPassthrough, ""},
+		{"a bad annotation: the pool's, and an error", "dsr", proxy, v1alpha1.ForwardingProxy, `"dsr" is not a forwarding mode`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mods []func(*v1.Service)
+			if tt.annotation != "-" {
+				mods = append(mods, withAnnotation(v1alpha1.AnnotationForwarding, tt.annotation))
+			}
+			got, err := Forwarding(newSvc("web", mods...), tt.pool)
+			if got != tt.want {
+				t.Errorf("Forwarding = %q, want %q", got, tt.want)
+			}
+			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestServiceStatusIPMode(t *testing.T) {
+	for fwd, want := range map[string]v1.LoadBalancerIPMode{
+		v1alpha1.ForwardingPassthrough: v1.LoadBalancerIPModeVIP,
+		v1alpha1.ForwardingProxy:       v1.LoadBalancerIPModeProxy,
+		"":                             v1.LoadBalancerIPModeProxy, // written before the field existed
+	} {
+		st := ServiceStatus(&v1alpha1.LoadBalancerSpec{Addresses: []string{"192.0.2.200", "2001:db8::200"}, Forwarding: fwd})
+		for _, in := range st.Ingress {
+			if in.IPMode == nil || *in.IPMode != want {
+				t.Errorf("forwarding %q: ingress %+v, want ipMode %s", fwd, in, want)
+			}
+		}
+	}
+}
+
+func TestEnsureForwarding(t *testing.T) {
+	h := startManager(t, newFakeDynamic(), newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11")))
+	st := h.mustEnsure(newSvc("web"))
+	if got := h.object("web").Spec.Forwarding; got != v1alpha1.ForwardingPassthrough {
+		t.Errorf("spec.forwarding = %q, want the pool's default Passthrough", got)
+	}
+	if *st.Ingress[0].IPMode != v1.LoadBalancerIPModeVIP {
+		t.Errorf("ipMode = %s, want VIP", *st.Ingress[0].IPMode)
+	}
+
+	st = h.mustEnsure(newSvc("web", withAnnotation(v1alpha1.AnnotationForwarding, "proxy")))
+	if got := h.object("web").Spec.Forwarding; got != v1alpha1.ForwardingProxy {
+		t.Errorf("spec.forwarding = %q, want Proxy from the annotation", got)
+	}
+	if *st.Ingress[0].IPMode != v1.LoadBalancerIPModeProxy {
+		t.Errorf("ipMode = %s, want Proxy", *st.Ingress[0].IPMode)
+	}
+	if st, ok, _ := h.m.Get(h.ctx, newSvc("web", withAnnotation(v1alpha1.AnnotationForwarding, "proxy"))); !ok || *st.Ingress[0].IPMode != v1.LoadBalancerIPModeProxy {
+		t.Errorf("Get = %+v, want ipMode Proxy", st)
+	}
+
+	if _, err := h.ensure(newSvc("web", withAnnotation(v1alpha1.AnnotationForwarding, "dsr"))); err == nil || !strings.Contains(err.Error(), v1alpha1.AnnotationForwarding) {
+		t.Errorf("Ensure with a bad annotation = %v, want an error naming it", err)
+	}
+	if got := h.object("web").Spec.Forwarding; got != v1alpha1.ForwardingPassthrough {
+		t.Errorf("spec.forwarding with a bad annotation = %q, want the pool's Passthrough", got)
+	}
+}
