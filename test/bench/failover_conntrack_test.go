@@ -308,7 +308,7 @@ func conntrackHash(r conntrackResult) string {
 	fmt.Fprintf(&b, "The entries of every namespace share one hash of nf_conntrack_buckets = %d buckets, sized when nf_conntrack was loaded (from the machine's memory); raising nf_conntrack_max does not resize it. "+
 		"(On this kernel nf_conntrack_buckets is writable in the initial namespace, which rehashes the table; the benchmark leaves it as a host that only raised the limit has it.) "+
 		"After the fill the nf_conntrack slab held %d entries of %d B for the whole machine: %.1f per bucket on average, where a table filled to as many entries as there are buckets has 1. "+
-		"Every lookup (each packet that does not belong to an entry it already holds, each insert) walks its bucket's chain, so the chains were that many times longer than at that load.\n\n",
+		"Every lookup (each packet conntrack sees, each insert) walks its bucket's chain, so the chains were that many times longer than at that load.\n\n",
 		r.buckets, r.slabObjects, r.slabSize, float64(r.slabObjects)/float64(max(r.buckets, 1)))
 	fmt.Fprintf(&b, "Inserting the entries over netlink (each insert looks its tuple up first), per quarter of each host's entries; the load is the entries of both hosts per bucket while that quarter went in:\n\n")
 	fmt.Fprintf(&b, "| host | quarter | entries per bucket | time | per entry |\n|---|---|---|---|---|\n")
@@ -327,12 +327,7 @@ func conntrackHash(r conntrackResult) string {
 		}
 	}
 	if first > 0 {
-		fmt.Fprintf(&b, "\nThe last quarter took %.2f times as long per entry as the first. ", last/first)
-		if last/first < 1.25 {
-			fmt.Fprintf(&b, "At this grain no slowing shows: one netlink request per insert costs %.0f µs or so, which hides what the longer chains add.\n", first)
-		} else {
-			b.WriteString("The longer chains show in the inserts.\n")
-		}
+		fmt.Fprintf(&b, "\nThe last quarter took %.2f times as long per entry as the first. One netlink request per insert costs some %.0f µs, and the machine's other work changes over the minutes a fill takes (see the load average above), so at this grain the walk of the longer chains is not told apart from that noise.\n", last/first, first)
 	}
 	return b.String()
 }
