@@ -41,7 +41,7 @@ type Cluster struct {
 	// Secret kube-system/groundcloud-cloud-config.
 	CloudConfig string
 
-	lock       *hostLock
+	lock       *HostLock
 	hostBefore HostState // with Options.CheckHost
 	closers    []func() error
 	// nodeNetns identify the nodes' network namespaces as /proc/<pid>/ns/net
@@ -77,7 +77,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	if c.lock, err = lockHost(ctx, opts.Dir); err != nil {
+	if c.lock, err = LockHost(ctx, opts.Dir); err != nil {
 		return nil, err
 	}
 	if opts.CheckHost {
@@ -85,7 +85,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if err := saveSysctls(); err != nil {
+	if _, err := clusterSysctls.Save(globalSysctls...); err != nil {
 		return nil, err
 	}
 	c.logf("building images from deploy/images/ and the test bed's own")
@@ -291,7 +291,7 @@ func (c *Cluster) Close() error {
 		if c.hostBefore != nil {
 			errs = append(errs, c.checkHost())
 		}
-		c.lock.unlock()
+		c.lock.Unlock()
 		c.lock = nil
 	}
 	return errors.Join(errs...)

@@ -29,7 +29,9 @@
 // It owns: the order of starting and stopping all of it, the nodes' state
 // directories, mount namespaces and cgroups, and the machine-wide settings
 // kubelets change (recorded before the first, put back on Close; see
-// globalSysctls). One cluster runs on a machine at a time (a lock in /run).
+// globalSysctls). One cluster runs on a machine at a time (a lock in /run,
+// HostLock; a benchmark that raises a global limit for a while takes it
+// too, and records the value it found with the same SysctlRecord).
 //
 // It must not: change the root network namespace (the sandbox's root link
 // is the one exception, asked for by Options.RootLink); leave a process,

@@ -206,10 +206,10 @@ func (c *Cluster) Leftovers() []string {
 // test that starts a cluster in another process (the sandbox) reads the
 // machine's state in it, when no cluster is changing it.
 func WithHostLock(ctx context.Context, fn func() error) error {
-	l, err := lockHost(ctx, "a check of the machine")
+	l, err := LockHost(ctx, "a check of the machine")
 	if err != nil {
 		return err
 	}
-	defer l.unlock()
+	defer l.Unlock()
 	return fn()
 }

@@ -22,9 +22,9 @@ func Sweep(prefix string) error {
 	errs = append(errs, killCgroup("/groundcloud."+prefix))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if l, err := lockHost(ctx, "sweep of "+prefix); err == nil {
+	if l, err := LockHost(ctx, "sweep of "+prefix); err == nil {
 		errs = append(errs, RestoreSysctls())
-		l.unlock()
+		l.Unlock()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sweep cluster %s: %w", prefix, err)

@@ -27,21 +27,26 @@ const conntrackWanted = 1_000_000
 // flows (and says so in the host's log).
 const conntrackHeadroom = 12_144
 
+// conntrackQuarters is how many parts each host's fill is timed in, to
+// show how inserting slows as the shared hash fills.
+const conntrackQuarters = 4
+
 // TestFailoverConntrackBenchmark measures the groundcloud link-down
 // failover of TestFailoverBenchmark with the load-balancer hosts'
 // conntrack tables nearly empty, then full of unrelated entries, and how
 // long the deletion of one address's entries takes (the new holder's last
-// step before it adds the address). See docs/benchmarks.md.
+// step before it adds the address). For the full tables it raises the
+// machine's nf_conntrack_max until it ends (raiseConntrackMax). See
+// docs/benchmarks.md.
 func TestFailoverConntrackBenchmark(t *testing.T) {
 	skipUnlessBench(t)
 	trials := 10
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
+	loads := []string{loadAverage()}
 	b := startBench(t, groundcloudArgs(t))
 	vip := b.createService(t)
-	limit, perNamespace := conntrackMax(t, b.LBs[0])
-	entries := min(conntrackWanted, limit-conntrackHeadroom)
 	d := daemon{
 		kill:    func(t *testing.T, i int) { killGroup(t, b.Agent(i)) },
 		restart: func(t *testing.T, i int) { must(t, b.StartAgent(t.Context(), i)) },
@@ -49,20 +54,29 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 	linkDown := b.faults(d)[0]
 	empty := b.conntrackRun(t, linkDown, vip, trials)
 	empty.impl = "groundcloud-conntrack-0"
-	fill := make([]time.Duration, len(b.LBs))
+	raised := raiseConntrackMax(t, len(b.LBs), conntrackWanted)
+	limit, perNamespace := conntrackMax(t, b.LBs[0])
+	entries := min(conntrackWanted, limit-conntrackHeadroom)
+	r := conntrackResult{entries: entries, limit: limit, perNamespace: perNamespace, raised: raised, buckets: conntrackBuckets(t, b.LBs[0])}
+	r.fill = make([][]time.Duration, len(b.LBs))
 	for i, h := range b.LBs {
-		start := time.Now()
-		must(t, fillConntrack(h, entries))
-		fill[i] = time.Since(start)
-		t.Logf("%d conntrack entries in %s in %s", entries, h.Name, ms(fill[i]))
+		for q := range conntrackQuarters {
+			start := time.Now()
+			must(t, fillConntrack(h, q*entries/conntrackQuarters, (q+1)*entries/conntrackQuarters))
+			r.fill[i] = append(r.fill[i], time.Since(start))
+		}
+		t.Logf("%d conntrack entries in %s in %v", entries, h.Name, r.fill[i])
 	}
+	var err error
+	r.slabObjects, r.slabSize, err = conntrackSlab()
+	must(t, err)
+	loads = append(loads, loadAverage())
 	full := b.conntrackRun(t, linkDown, vip, trials)
 	full.impl = fmt.Sprintf("groundcloud-conntrack-%d", entries)
-	counts := make([]int, len(b.LBs))
-	for i, h := range b.LBs {
-		counts[i] = conntrackCount(t, h)
+	for _, h := range b.LBs {
+		r.counts = append(r.counts, conntrackCount(t, h))
 	}
-	r := conntrackResult{runs: []conntrackRun{empty, full}, entries: entries, limit: limit, perNamespace: perNamespace, fill: fill, counts: counts}
+	r.runs, r.loads = []conntrackRun{empty, full}, append(loads, loadAverage())
 	for _, run := range r.runs {
 		fmt.Println(run.line())
 	}
@@ -106,13 +120,10 @@ func agentDeletions(t *testing.T, logPath string) []time.Duration {
 }
 
 // conntrackMax reads nf_conntrack_max in h, and whether h may change it
-// (a limit of its own). The benchmark never changes it.
+// (a limit of its own).
 func conntrackMax(t *testing.T, h *lab.Host) (int, bool) {
 	t.Helper()
-	out, err := h.Command(t.Context(), "cat", "/proc/sys/net/netfilter/nf_conntrack_max").Output()
-	must(t, err)
-	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	must(t, err)
+	n := readProcInt(t, h, "/proc/sys/net/netfilter/nf_conntrack_max")
 	perNamespace := false
 	must(t, h.Do(func() error {
 		fi, err := os.Stat("/proc/sys/net/netfilter/nf_conntrack_max")
@@ -122,19 +133,33 @@ func conntrackMax(t *testing.T, h *lab.Host) (int, bool) {
 	return n, perNamespace
 }
 
+// conntrackCount is the number of entries in h's table.
 func conntrackCount(t *testing.T, h *lab.Host) int {
 	t.Helper()
-	out, err := h.Command(t.Context(), "cat", "/proc/sys/net/netfilter/nf_conntrack_count").Output()
+	return readProcInt(t, h, "/proc/sys/net/netfilter/nf_conntrack_count")
+}
+
+// conntrackBuckets is the size of the conntrack hash, which every
+// namespace shares (h reads the machine's).
+func conntrackBuckets(t *testing.T, h *lab.Host) int {
+	t.Helper()
+	return readProcInt(t, h, "/proc/sys/net/netfilter/nf_conntrack_buckets")
+}
+
+func readProcInt(t *testing.T, h *lab.Host, path string) int {
+	t.Helper()
+	out, err := h.Command(t.Context(), "cat", path).Output()
 	must(t, err)
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	must(t, err)
 	return n
 }
 
-// fillConntrack creates n entries in h's conntrack table, as `conntrack
-// -I` does: UDP and TCP flows from 10.0.0.0/8 to 198.51.100.7:443, with
-// an hour to live.
-func fillConntrack(h *lab.Host, n int) error {
+// fillConntrack creates entries from to to (exclusive) in h's conntrack
+// table, as `conntrack -I` does: UDP and TCP flows from 10.0.0.0/8 to
+// 198.51.100.7:443, with an hour to live; entry i is the same flow
+// whichever call creates it.
+func fillConntrack(h *lab.Host, from, to int) error {
 	return h.Do(func() error {
 		nh, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
 		if err != nil {
@@ -142,7 +167,7 @@ func fillConntrack(h *lab.Host, n int) error {
 		}
 		defer nh.Close()
 		server := net.IPv4(198, 51, 100, 7).To4()
-		for i := range n {
+		for i := from; i < to; i++ {
 			client := net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)).To4()
 			port := uint16(1024 + i%60000)
 			proto := uint8(unix.IPPROTO_UDP)
@@ -199,26 +224,30 @@ type conntrackResult struct {
 	runs           []conntrackRun // nearly empty tables, then full ones
 	entries, limit int
 	perNamespace   bool
-	fill           []time.Duration
-	counts         []int // entries in each LB host after the trials
+	raised         string            // what raiseConntrackMax did, or why not
+	buckets        int               // nf_conntrack_buckets
+	fill           [][]time.Duration // per LB host, per quarter of its entries
+	slabObjects    int               // entries of every namespace after the fill
+	slabSize       int               // bytes of a struct nf_conn
+	counts         []int             // entries in each LB host after the trials
+	loads          []string          // load average at the start, before the full run, at the end
 }
 
 func conntrackSection(t *testing.T, r conntrackResult, trials int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Failover with a full conntrack table\n\n")
-	fmt.Fprintf(&b, "The groundcloud link-down failover of the section above, first with the load-balancer hosts' conntrack tables nearly empty, then with %d unrelated entries in each. Before a host adds an address it takes over, its agent deletes the conntrack entries of that address; this measures what that costs when the table is full. Written by `make bench` on %s; not a pass/fail test.\n\n", r.entries, time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "The groundcloud link-down failover of the section above, first with the load-balancer hosts' conntrack tables nearly empty, then with %d unrelated entries in each, in the same run. Before a host adds an address it takes over, its agent deletes the conntrack entries of that address; this measures what that costs when the table is full. Written by `make bench` on %s; not a pass/fail test.\n\n", r.entries, time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "### Machine and versions\n\n")
 	for _, l := range machine(t) {
 		fmt.Fprintf(&b, "- %s\n", l)
 	}
-	where := "global: the namespaces of the test hosts cannot raise it, and the benchmark does not change the machine's"
+	fmt.Fprintf(&b, "- load average (1, 5, 15 min) at the start: %s; before the run with full tables: %s; at the end: %s (other work shares this machine, real-cluster tests among it)\n", r.loads[0], r.loads[1], r.loads[2])
+	where := "global: the namespaces of the test hosts cannot raise it"
 	if r.perNamespace {
-		where = "per network namespace here, but the benchmark does not raise it"
+		where = "per network namespace here"
 	}
-	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(&b, "- load average at the end of the run (1, 5, 15 min): %s (other work shares this machine)\n", strings.Join(strings.Fields(string(l))[:3], ", "))
-	}
-	fmt.Fprintf(&b, "- nf_conntrack_max %d (%s), so %d entries instead of the %d asked for, leaving %d for the benchmark's own flows\n", r.limit, where, r.entries, conntrackWanted, conntrackHeadroom)
+	fmt.Fprintf(&b, "- nf_conntrack_max %d for the run with full tables (%s; %s), so %d entries per load-balancer host (%d asked for), leaving %d for the benchmark's own flows\n", r.limit, where, r.raised, r.entries, conntrackWanted, conntrackHeadroom)
+	fmt.Fprintf(&b, "- nf_conntrack_buckets %d: the size of the one hash that the entries of every namespace share\n", r.buckets)
 	fmt.Fprintf(&b, "\n### Summary (%d trials per row)\n\n", trials)
 	fmt.Fprintf(&b, "| code | entries | gap p50 | gap max | takeover p50 | takeover max | deleting one address's entries p50 | max | failed new connections | long-lived connections broken |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
@@ -236,13 +265,14 @@ func conntrackSection(t *testing.T, r conntrackResult, trials int) string {
 	emptyGaps, _, _, _, _, _ := r.runs[0].gaps()
 	fullGaps, _, _, _, _, _ := r.runs[1].gaps()
 	fmt.Fprintf(&b, "\nWith %d entries, deleting one address's entries took %s (p50) against %s with a nearly empty table, and new connections failed for %s (p50) against %s. "+
-		"The agent no longer copies the table, but the kernel still walks all of it for each deletion (more slowly while other work competes for the CPU): a takeover still costs more with a larger table, by that walk. "+
+		"The agent no longer copies the table, but the kernel still walks the whole hash for each deletion, the entries of every namespace in it (here those of both load-balancer hosts, %d after the fill), more slowly while other work competes for the CPU: a takeover still costs more with a larger table, by that walk. "+
 		"In the agents themselves, at the takeovers of the trials (both ways), the deletion took %s. "+
-		"Filling the tables took %s and %s; after the trials they held %v entries.\n",
+		"After the trials the load-balancer hosts' tables held %v entries.\n",
 		r.entries, millis(percentile(r.runs[1].deletions, 50)), millis(percentile(r.runs[0].deletions, 50)),
-		seconds(percentile(fullGaps, 50)), seconds(percentile(emptyGaps, 50)), strings.Join(inAgent, ", "), ms(r.fill[0]), ms(r.fill[1]), r.counts)
+		seconds(percentile(fullGaps, 50)), seconds(percentile(emptyGaps, 50)), r.slabObjects, strings.Join(inAgent, ", "), r.counts)
+	b.WriteString(conntrackHash(r))
 	b.WriteString(conntrackMethod)
-	fmt.Fprintf(&b, "\n### Raw numbers\n\nPer row: the line printed, the deletions timed by the benchmark and those the agents logged, in milliseconds, then per trial gap / recovered / takeover in milliseconds / long-lived connections broken.\n\n```\n")
+	fmt.Fprintf(&b, "\n### Raw numbers\n\nPer row: the line printed, the deletions timed by the benchmark and those the agents logged, in milliseconds, then per trial gap / recovered / takeover in milliseconds / long-lived connections broken. Last, the fill of each load-balancer host, per quarter of its entries, in milliseconds.\n\n```\n")
 	for _, run := range r.runs {
 		fmt.Fprintf(&b, "%s\n  deletions:", run.line())
 		for _, d := range run.deletions {
@@ -258,7 +288,47 @@ func conntrackSection(t *testing.T, r conntrackResult, trials int) string {
 		}
 		fmt.Fprintf(&b, "\n  trials: %s\n", strings.Join(per, " "))
 	}
+	for i, f := range r.fill {
+		fmt.Fprintf(&b, "fill of load-balancer host %d:", i+1)
+		for _, d := range f {
+			fmt.Fprintf(&b, " %d", d.Milliseconds())
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("```\n")
+	return b.String()
+}
+
+// conntrackHash says what the entries did to the shared hash, from what
+// was measured: the entries the slab held, the buckets, and how long
+// inserting took as the chains grew.
+func conntrackHash(r conntrackResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### The conntrack hash with %d entries per host\n\n", r.entries)
+	fmt.Fprintf(&b, "The entries of every namespace share one hash of nf_conntrack_buckets = %d buckets, sized when nf_conntrack was loaded (from the machine's memory); raising nf_conntrack_max does not resize it. "+
+		"(On this kernel nf_conntrack_buckets is writable in the initial namespace, which rehashes the table; the benchmark leaves it as a host that only raised the limit has it.) "+
+		"After the fill the nf_conntrack slab held %d entries of %d B for the whole machine: %.1f per bucket on average, where a table filled to as many entries as there are buckets has 1. "+
+		"Every lookup (each packet conntrack sees, each insert) walks its bucket's chain, so the chains were that many times longer than at that load.\n\n",
+		r.buckets, r.slabObjects, r.slabSize, float64(r.slabObjects)/float64(max(r.buckets, 1)))
+	fmt.Fprintf(&b, "Inserting the entries over netlink (each insert looks its tuple up first), per quarter of each host's entries; the load is the entries of both hosts per bucket while that quarter went in:\n\n")
+	fmt.Fprintf(&b, "| host | quarter | entries per bucket | time | per entry |\n|---|---|---|---|---|\n")
+	var first, last float64 // µs per entry
+	for i, f := range r.fill {
+		for q, d := range f {
+			from := i*r.entries + q*r.entries/len(f)
+			to := i*r.entries + (q+1)*r.entries/len(f)
+			per := float64(d.Nanoseconds()) / 1000 / float64(max(to-from, 1))
+			if i == 0 && q == 0 {
+				first = per
+			}
+			last = per
+			fmt.Fprintf(&b, "| %d | %d | %.1f to %.1f | %s | %.1f µs |\n", i+1, q+1,
+				float64(from)/float64(max(r.buckets, 1)), float64(to)/float64(max(r.buckets, 1)), seconds(d), per)
+		}
+	}
+	if first > 0 {
+		fmt.Fprintf(&b, "\nThe last quarter took %.2f times as long per entry as the first. One netlink request per insert costs some %.0f µs, and the machine's other work changes over the minutes a fill takes (see the load average above), so at this grain the walk of the longer chains is not told apart from that noise.\n", last/first, first)
+	}
 	return b.String()
 }
 
@@ -291,5 +361,14 @@ const conntrackMethod = `
   call the agent makes before it adds an address it takes over), and as
   the agents log it at each takeover of the trials, both ways (at -v=2,
   as the sandbox runs them).
+- nf_conntrack_max is global, so for the run with full tables the
+  benchmark raises the machine's to the entries plus the headroom, and
+  puts it back when it ends, failed or not. Meanwhile it holds the
+  machine-wide lock of the test beds (no real-cluster test starts, or
+  compares the machine's settings, while the value is not the machine's
+  own), and the value it found is recorded in
+  ` + "`/run/groundcloud-bench.sysctls.json`" + `: a run that finds the record (left
+  by one that crashed) writes that value back first. It raises nothing
+  when MemAvailable is below 2 tables × the entries × 350 B + 1 GiB.
 - Reproduce: ` + "`hack/bench.sh TestFailoverConntrackBenchmark`" + ` (as root).
 `
