@@ -71,6 +71,11 @@ func get(ctx context.Context, client *http.Client, url string) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
+	return answerOf(resp)
+}
+
+// answerOf reads the answer in a response's body and closes it.
+func answerOf(resp *http.Response) (answer, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -191,18 +196,30 @@ func (s *lbScenario) vip(t *testing.T, v6 bool) netip.Addr {
 func url(vip netip.Addr) string { return fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80)) }
 
 // holder is the load-balancer host holding a Service's address, as its
-// LoadBalancer's status says, once Ready.
+// LoadBalancer's status says.
 func holder(t *testing.T, dyn dynamic.Interface, name string, vip netip.Addr) string {
+	t.Helper()
+	return holderOtherThan(t, dyn, name, vip, "")
+}
+
+// holderOtherThan waits until the status names a host other than not as
+// the holder of vip (of the first address of the spec when vip is the
+// zero Addr), and returns it.
+func holderOtherThan(t *testing.T, dyn dynamic.Interface, name string, vip netip.Addr, not string) string {
 	t.Helper()
 	var host string
 	client := lbapi.NewClient(dyn)
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		lb, err := client.Get(ctx, echoNS, name)
-		if err != nil {
+		if err != nil || len(lb.Spec.Addresses) == 0 {
 			return false, nil
 		}
+		want := vip.String()
+		if !vip.IsValid() {
+			want = lb.Spec.Addresses[0]
+		}
 		for _, a := range lb.Status.Addresses {
-			if a.Address == vip.String() && a.Host != "" {
+			if a.Address == want && a.Host != "" && a.Host != not {
 				host = a.Host
 				return true, nil
 			}
@@ -210,7 +227,7 @@ func holder(t *testing.T, dyn dynamic.Interface, name string, vip netip.Addr) st
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no host holds %s of %s: %v", vip, name, err)
+		t.Fatalf("no host other than %q holds %s of %s: %v", not, vip, name, err)
 	}
 	return host
 }
@@ -500,12 +517,7 @@ func (k *keepAlive) getWithin(d time.Duration) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{}, err
-	}
-	return parseAnswer(string(body))
+	return answerOf(resp)
 }
 
 func (k *keepAlive) Close() { _ = k.conn.Close() }

@@ -249,17 +249,17 @@ func checkPassthrough(t *testing.T, c *cluster.Cluster) {
 			}
 		}
 
-		holder := holderOf(t, c, ns, "spread", "")
+		holder := holderOtherThan(t, dynOf(t, c), "spread", netip.Addr{}, "")
 		killAgent(t, c, holder)
 		same("after a kill of " + holder + "'s agent")
 
-		holder = holderOf(t, c, ns, "spread", "")
+		holder = holderOtherThan(t, dynOf(t, c), "spread", netip.Addr{}, "")
 		lb := c.Node(holder)
 		if err := lb.SetLink(false); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = lb.SetLink(true) })
-		next := holderOf(t, c, ns, "spread", holder)
+		next := holderOtherThan(t, dynOf(t, c), "spread", netip.Addr{}, holder)
 		t.Logf("%s's link is down; %s holds %s", holder, next, vip)
 		same("after " + holder + "'s link went down")
 	})
@@ -267,11 +267,16 @@ func checkPassthrough(t *testing.T, c *cluster.Cluster) {
 
 func lbObjects(t *testing.T, c *cluster.Cluster) *lbapi.Client {
 	t.Helper()
+	return lbapi.NewClient(dynOf(t, c))
+}
+
+func dynOf(t *testing.T, c *cluster.Cluster) dynamic.Interface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(c.CP.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lbapi.NewClient(dyn)
+	return dyn
 }
 
 func family(a netip.Addr) string {
@@ -355,31 +360,6 @@ func killAgent(t *testing.T, c *cluster.Cluster, node string) {
 	if err != nil {
 		t.Fatalf("the agent on %s was not restarted: %v", node, err)
 	}
-}
-
-// holderOf waits until a host other than not holds the Service's first
-// address, and returns it.
-func holderOf(t *testing.T, c *cluster.Cluster, ns, name, not string) string {
-	t.Helper()
-	lbc := lbObjects(t, c)
-	holder := ""
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		lb, err := lbc.Get(ctx, ns, name)
-		if err != nil {
-			return false, nil
-		}
-		for _, a := range lb.Status.Addresses {
-			if a.Address == lb.Spec.Addresses[0] && a.Host != "" && a.Host != not {
-				holder = a.Host
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no host other than %q holds %s's address: %v", not, name, err)
-	}
-	return holder
 }
 
 // countTable counts, at the ingress of a host's eth0, packets to the
