@@ -19,4 +19,24 @@ hack/tools/build-module.sh helm >/dev/null
 hack/tools/build-module.sh promcheck >/dev/null
 # -p 1: end-to-end and kernel tests each start processes and namespaces;
 # running packages one at a time keeps a 2-core machine responsive.
-go test -count=1 -p 1 -timeout 25m ${TEST_FLAGS:-} "${@:-./...}"
+run() { go test -count=1 -p 1 -timeout 25m ${TEST_FLAGS:-} "$@"; }
+if [ "$#" -gt 0 ]; then
+  run "$@"
+  exit
+fi
+# Everything: the real-cluster tests (test/cluster) mostly wait for
+# kubelets, Pods and failovers, so they run beside the other packages, with
+# their output shown when they end. They change nothing the others look at
+# (their hygiene check ignores other test beds' namespaces).
+clusterlog=$(mktemp)
+trap 'rm -f "$clusterlog"' EXIT
+run ./test/cluster/ >"$clusterlog" 2>&1 &
+cluster=$!
+rc=0
+run $(go list ./... | grep -v '/test/cluster$') || rc=$?
+crc=0
+wait "$cluster" || crc=$?
+cat "$clusterlog"
+if [ "$rc" != 0 ] || [ "$crc" != 0 ]; then
+  exit 1
+fi

@@ -114,6 +114,14 @@ func (c *Cluster) WaitLoadBalancerIP(ctx context.Context, namespace, name string
 func (c *Cluster) ExampleManifest(namespace, name string, replicas int32) (string, error) {
 	d := c.EchoDeployment(namespace, name, replicas)
 	d.APIVersion, d.Kind = "apps/v1", "Deployment"
+	// One Pod per node where Pods may run (the scheduler's own spreading
+	// is only a preference), so that the example answers from every
+	// worker.
+	d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+	}}
 	s := LoadBalancerService(namespace, name)
 	s.APIVersion, s.Kind = "v1", "Service"
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal

@@ -84,10 +84,12 @@ func TestCluster(t *testing.T) {
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })
 	withWeb("load-balancer host retired", func(t *testing.T, s *lbScenario) { checkHostRetired(t, c, dyn, s) })
-	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
-	withWeb("agent container killed", func(t *testing.T, s *lbScenario) { checkFailover(t, c, dyn, s) })
-	withWeb("holder's link down", func(t *testing.T, s *lbScenario) { checkLinkDown(t, c, dyn, s) })
 	t.Run("passthrough", func(t *testing.T) { checkPassthrough(t, c) })
+	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
+	// Failovers with a Local Service on the workers: see deployOnWorkers.
+	steady := deployOnWorkers(t, c, "steady")
+	t.Run("agent container killed", func(t *testing.T) { checkFailover(t, c, dyn, steady) })
+	t.Run("holder's link down", func(t *testing.T) { checkLinkDown(t, c, dyn, steady) })
 	if t.Failed() {
 		for _, log := range c.Logs() {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))

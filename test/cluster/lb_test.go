@@ -128,6 +128,10 @@ type lbScenario struct {
 	vips []netip.Addr
 }
 
+// anyOf in deploy's node selector lists nodes ("node-1,node-2") the Pods
+// may run on, one of them each.
+const anyOf = "any-of"
+
 // deploy creates a Deployment of replicas echo Pods (on the nodes sel
 // picks, if any) and a LoadBalancer Service in front of them, changed by
 // mods, and waits for the Pods and an address of each family the Service
@@ -137,6 +141,21 @@ func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel m
 	ctx := t.Context()
 	d := c.EchoDeployment(echoNS, name, replicas)
 	d.Spec.Template.Spec.NodeSelector = sel
+	if nodes := sel[anyOf]; nodes != "" {
+		delete(sel, anyOf)
+		d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: strings.Split(nodes, ",")}},
+			}}},
+		}}
+	}
+	if len(sel) == 0 || d.Spec.Template.Spec.Affinity != nil {
+		// Spread over the nodes.
+		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+		}}
+	}
 	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -626,8 +645,14 @@ func workerConn(t *testing.T, h *lab.Host, r receivers, vip netip.Addr, avoid st
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasPrefix(r.of(a.seen), "node-") && a.node != avoid {
-			t.Logf("long-lived connection through %s reaches %s (pod %s on %s)", vip, r.of(a.seen), a.pod, a.node)
+		// Masqueraded (Cluster) the address names the receiving node;
+		// with Local the Pod's node received it and it saw the VIP.
+		via := r.of(a.seen)
+		if via == "" {
+			via = a.node
+		}
+		if strings.HasPrefix(via, "node-") && a.node != avoid {
+			t.Logf("long-lived connection through %s reaches %s (pod %s on %s)", vip, via, a.pod, a.node)
 			return k
 		}
 		k.Close()
@@ -967,4 +992,15 @@ func settledHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name
 		t.Fatalf("%s not settled: held by %v, members %v: %v", vip, held, members, err)
 	}
 	return held[0]
+}
+
+// deployOnWorkers is a Local Service whose Pods run on the workers only, one
+// each: the load-balancer hosts' nodes fail its healthCheckNodePort, so
+// every host computes the same buckets (no host's own node is among the
+// healthy ones: see dataplane.ForNewFlows) and a failover moves no flow.
+func deployOnWorkers(t *testing.T, c *cluster.Cluster, name string) *lbScenario {
+	t.Helper()
+	return deploy(t, c, name, 2, map[string]string{anyOf: "node-1,node-2"}, func(svc *corev1.Service) {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
 }
