@@ -233,10 +233,9 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		// Processes on the host network reach Services by kube-proxy's
 		// DNAT in OUTPUT, after a route lookup that must succeed first:
 		// a node has no default route here.
-		for _, p := range svc {
-			if err := h.AddRoute(p, h.Iface); err != nil {
-				return err
-			}
+		n.serviceRoutes = svc
+		if err := n.addServiceRoutes(); err != nil {
+			return err
 		}
 	}
 	c.logf("starting containerd and kubelet on %d nodes", len(c.Nodes))

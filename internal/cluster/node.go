@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/groundcloud/groundcloud/internal/images"
@@ -36,10 +37,15 @@ type Node struct {
 	cgroupRoot string
 	// apiRelay carries the node's connections to the apiserver (see
 	// Cluster.APIServer).
-	apiRelay   *lab.Forwarder
-	holder     *lab.Process
-	containerd *lab.Process
-	kubelet    *lab.Process
+	apiRelay *lab.Forwarder
+	// serviceRoutes are the Service CIDRs routed to the node's interface
+	// (processes on the host network reach Services by kube-proxy's DNAT
+	// in OUTPUT, after a route lookup that must succeed first: a node has
+	// no default route here).
+	serviceRoutes []netip.Prefix
+	holder        *lab.Process
+	containerd    *lab.Process
+	kubelet       *lab.Process
 }
 
 // holderScript runs first in the node's new mount namespace (private: no
@@ -59,11 +65,27 @@ exec sleep infinity
 // SetLink plugs or pulls the node's cable: its link to the lab, and with
 // it the way its kubelet, kube-proxy and host-network Pods reach the
 // apiserver, which the test bed relays outside the lab.
+//
+// The kernel drops the routes through a link that goes down; when it comes
+// back the node's own routes are added again, as a machine's network
+// configuration would (pod routes are groundcloud-router's).
 func (n *Node) SetLink(up bool) error {
 	if err := n.Host.SetLink(up); err != nil {
 		return err
 	}
 	n.apiRelay.SetBlocked(!up)
+	if up {
+		return n.addServiceRoutes()
+	}
+	return nil
+}
+
+func (n *Node) addServiceRoutes() error {
+	for _, p := range n.serviceRoutes {
+		if err := n.Host.AddRoute(p, n.Host.Iface); err != nil && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -85,6 +85,8 @@ func TestCluster(t *testing.T) {
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })
 	withWeb("load-balancer host retired", func(t *testing.T, s *lbScenario) { checkHostRetired(t, c, dyn, s) })
 	t.Run("passthrough", func(t *testing.T) { checkPassthrough(t, c) })
+	// Its last check pulls a cable.
+	withWeb("pod network back", func(t *testing.T, s *lbScenario) { waitPodNetwork(t, c, s) })
 	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
 	// Failovers with a Local Service on the workers: see deployOnWorkers.
 	steady := deployOnWorkers(t, c, "steady")

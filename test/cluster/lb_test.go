@@ -632,7 +632,7 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 	if _, err := conn.get(); err != nil {
 		t.Errorf("the long-lived connection after %s came back: %v", own, err)
 	}
-	survey(t, client, r, url(vip), 32)
+	untilSpread(t, client, r, url(vip), "every connection answered after "+own+" came back", func(got map[string]int) bool { return got["error"] == 0 })
 }
 
 // workerConn opens a long-lived connection through vip that reaches a
@@ -1003,4 +1003,40 @@ func deployOnWorkers(t *testing.T, c *cluster.Cluster, name string) *lbScenario 
 	return deploy(t, c, name, 2, map[string]string{anyOf: "node-1,node-2"}, func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	})
+}
+
+// waitPodNetwork waits until every node reaches every Pod of s on another
+// node: after a link comes back, the routes through it are gone until
+// groundcloud-router's next full check puts the pod routes back.
+func waitPodNetwork(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(echoNS).List(ctx, metav1.ListOptions{LabelSelector: "app=" + s.name})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.PodIP == "" {
+				continue
+			}
+			addr := netip.MustParseAddr(p.Status.PodIP)
+			for _, n := range c.Nodes {
+				if n.Name == p.Spec.NodeName {
+					continue
+				}
+				client := lbClient(n.Host)
+				client.Timeout = time.Second
+				if _, err := get(ctx, client, fmt.Sprintf("http://%s/", netip.AddrPortFrom(addr, cluster.EchoHTTPPort))); err != nil {
+					last = fmt.Errorf("%s → %s on %s: %w", n.Name, p.Name, p.Spec.NodeName, err)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the pod network did not come back: %v (%v)", last, err)
+	}
 }
