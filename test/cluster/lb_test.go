@@ -1000,9 +1000,11 @@ func settledHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name
 // healthy ones: see dataplane.ForNewFlows) and a failover moves no flow.
 func deployOnWorkers(t *testing.T, c *cluster.Cluster, name string) *lbScenario {
 	t.Helper()
-	return deploy(t, c, name, 2, map[string]string{anyOf: "node-1,node-2"}, func(svc *corev1.Service) {
+	s := deploy(t, c, name, 2, map[string]string{anyOf: "node-1,node-2"}, func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	})
+	waitServing(t, lbClient(c.Clients["client"]), url(s.vip(t, false)))
+	return s
 }
 
 // waitPodNetwork waits until every node reaches every Pod of s on another
