@@ -191,9 +191,9 @@ func TestComponentsWorkWithTheirRules(t *testing.T) {
 		}
 		lbs := lbapi.NewClient(dyn)
 		// Its status write went through: its Programmed condition for this
-		// generation. No node answers a health check here, so it is False
-		// with reason NoHealthyBackend (what the status is is the agent's
-		// tests' concern; that it can write it is this one's).
+		// generation. Its value is the agent's tests' concern (here no
+		// node answers a health check and the pretend host has no links,
+		// so it is False); that the agent can write it is this one's.
 		waitFor(t, "the agent to report its Programmed condition", 60*time.Second, func() (bool, error) {
 			lb, err := lbs.Get(ctx, "default", "web")
 			if err != nil {
@@ -201,8 +201,8 @@ func TestComponentsWorkWithTheirRules(t *testing.T) {
 			}
 			for _, h := range lb.Status.Hosts {
 				c := meta.FindStatusCondition(h.Conditions, v1alpha1.ConditionProgrammed)
-				if h.Name == "lb-1" && c != nil && c.ObservedGeneration == lb.Generation &&
-					(c.Reason == agent.ReasonSynced || c.Reason == agent.ReasonNoHealthyBackend) {
+				if h.Name == "lb-1" && c != nil && c.ObservedGeneration == lb.Generation {
+					t.Logf("lb-1's Programmed condition: %s, %s: %s", c.Status, c.Reason, c.Message)
 					return true, nil
 				}
 			}
