@@ -49,7 +49,14 @@ func TestSandbox(t *testing.T) {
 			}
 			return conn, err
 		}}}
-	for range 30 {
+	// Until both workers answered: with externalTrafficPolicy Local a
+	// node gets flows once its healthCheckNodePort reports the Pod, which
+	// the agents learn at their next probe (every 2 s).
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; i < 30 || (len(nodes) < 2 && time.Now().Before(deadline)); i++ {
+		if i >= 30 {
+			time.Sleep(200 * time.Millisecond)
+		}
 		resp, err := client.Get(url)
 		if err != nil {
 			t.Fatalf("curl %s: %v", url, err)
