@@ -744,14 +744,7 @@ func checkExcludedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	ctx := t.Context()
 	const node = "node-2"
 	label := func(ctx context.Context, on bool) {
-		t.Helper()
-		patch := `{"metadata":{"labels":{"` + corev1.LabelNodeExcludeBalancers + `":null}}}`
-		if on {
-			patch = `{"metadata":{"labels":{"` + corev1.LabelNodeExcludeBalancers + `":"true"}}}`
-		}
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		setNodeLabel(ctx, t, c, node, corev1.LabelNodeExcludeBalancers, on)
 	}
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
@@ -913,16 +906,7 @@ func checkHostRetired(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
 	node := c.Node(own)
-	label := func(ctx context.Context, on bool) {
-		t.Helper()
-		patch := `{"metadata":{"labels":{"` + cluster.LoadBalancerLabel + `":null}}}`
-		if on {
-			patch = `{"metadata":{"labels":{"` + cluster.LoadBalancerLabel + `":"true"}}}`
-		}
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, own, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, cluster.LoadBalancerLabel, on) }
 	label(ctx, false)
 	t.Cleanup(func() { label(context.Background(), true) })
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -1044,5 +1028,18 @@ func waitPodNetwork(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	})
 	if err != nil {
 		t.Fatalf("the pod network did not come back: %v (%v)", last, err)
+	}
+}
+
+// setNodeLabel sets a Node's label key to "true", or removes it.
+func setNodeLabel(ctx context.Context, t *testing.T, c *cluster.Cluster, node, key string, on bool) {
+	t.Helper()
+	value := "null"
+	if on {
+		value = `"true"`
+	}
+	patch := `{"metadata":{"labels":{"` + key + `":` + value + `}}}`
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
