@@ -396,10 +396,7 @@ func checkLocalPolicy(t *testing.T, c *cluster.Cluster) {
 	}
 	expectOnly("node-2")
 
-	patch := `{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":"node-1"}}}}}`
-	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, s.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	moveTo(ctx, t, c, s.name, "node-1")
 	expectOnly("node-1")
 }
 
@@ -698,10 +695,7 @@ func checkOwnNodeOnly(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
 	})
 	vip := s.vip(t, false)
 	own := holder(t, dyn, s.name, vip)
-	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":%q}}}}}`, own)
-	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, s.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	moveTo(ctx, t, c, s.name, own)
 	var reason string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, s.name)
@@ -1040,6 +1034,15 @@ func setNodeLabel(ctx context.Context, t *testing.T, c *cluster.Cluster, node, k
 	}
 	patch := `{"metadata":{"labels":{"` + key + `":` + value + `}}}`
 	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// moveTo has a Deployment's Pods run on node (its kubelet's hostname).
+func moveTo(ctx context.Context, t *testing.T, c *cluster.Cluster, name, node string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:%q}}}}}`, corev1.LabelHostname, node)
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
