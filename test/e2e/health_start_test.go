@@ -80,14 +80,7 @@ func TestLocalTrafficFromTheStart(t *testing.T) {
 		env.create(t, newService("switch", withPort(v1.ProtocolTCP, 8080, env.nodePort(t)), requested))
 		env.nodesReached(t, addr, env.nodeNames()...)
 		c := startConnecting(t, env, addr)
-		svc, err := env.client.CoreV1().Services("default").Get(t.Context(), "switch", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		withLocalTraffic(healthNodePort)(svc)
-		if _, err := env.client.CoreV1().Services("default").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateService(t, env, "switch", withLocalTraffic(healthNodePort))
 		env.waitProgrammed(t, "switch", func(lb *v1alpha1.LoadBalancer) bool { return lb.Spec.ExternalTrafficPolicy == "Local" })
 		c.mark() // the agent forwards the Local generation from here on
 		c.waitAnswers(t, 200)

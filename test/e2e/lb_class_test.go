@@ -62,16 +62,12 @@ func TestLoadBalancerClass(t *testing.T) {
 
 	// From the class to no class: ClusterIP first, as the API requires,
 	// then LoadBalancer at once, before either controller has acted.
-	svc := env.service(t, "again")
-	svc.Spec.Type, svc.Spec.LoadBalancerClass = v1.ServiceTypeClusterIP, nil
-	svc, err := env.client.CoreV1().Services("default").Update(t.Context(), svc, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Type = v1.ServiceTypeLoadBalancer
-	if _, err := env.client.CoreV1().Services("default").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// updateService reads again on a conflict: the class controller may
+	// write the Service (status, finalizer) between our read and write.
+	updateService(t, env, "again", func(svc *v1.Service) {
+		svc.Spec.Type, svc.Spec.LoadBalancerClass = v1.ServiceTypeClusterIP, nil
+	})
+	updateService(t, env, "again", func(svc *v1.Service) { svc.Spec.Type = v1.ServiceTypeLoadBalancer })
 	env.wantFinalizers(t, "again", servicehelper.LoadBalancerCleanupFinalizer)
 	env.addresses(t, "again", 1)
 	eventually(t, "LoadBalancer again written by the service controller's Ensure", func() bool {
