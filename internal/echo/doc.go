@@ -2,8 +2,9 @@
 // groundcloud-echo, built by the test bed): it tells every client which Pod
 // on which Node answered and where the client seemed to come from, over
 // HTTP and UDP, so that tests and the sandbox see where a connection
-// through a load balancer ended up.
+// through a load balancer ended up. Parse reads such an answer back;
+// ?bytes=N pads an HTTP answer to N bytes for bulk-transfer benchmarks.
 //
 // It must not: read anything but its flags and environment; answer
-// anything but what Answer says.
+// anything but what Answer says (padded when asked).
 package echo

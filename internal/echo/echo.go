@@ -1,13 +1,20 @@
 package echo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"regexp"
+	"strconv"
 	"time"
 )
+
+// MaxSize is the largest answer a client may ask for with ?bytes=N.
+const MaxSize = 64 << 20
 
 // Config is what an echo server says about itself and where it listens.
 type Config struct {
@@ -52,10 +59,57 @@ func Run(ctx context.Context, c Config) error {
 	}
 }
 
-// ServeHTTP answers every request with Answer.
+// ServeHTTP answers every request with Answer; with the query ?bytes=N
+// (N up to MaxSize) the answer is padded with dots and a final newline to
+// N bytes in all, for clients that measure bulk transfers.
 func (c Config) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	answer := []byte(c.Answer(r.RemoteAddr))
+	if q := r.URL.Query().Get("bytes"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 || n > MaxSize {
+			http.Error(w, fmt.Sprintf("bytes: want a size from 0 to %d", MaxSize), http.StatusBadRequest)
+			return
+		}
+		answer = Pad(answer, n)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte(c.Answer(r.RemoteAddr)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+	_, _ = w.Write(answer)
+}
+
+// Pad returns answer padded to n bytes (dots, then a newline); answer
+// itself when it is not shorter than n.
+func Pad(answer []byte, n int) []byte {
+	if len(answer) >= n {
+		return answer
+	}
+	out := make([]byte, n)
+	copy(out, answer)
+	copy(out[len(answer):], bytes.Repeat([]byte{'.'}, n-len(answer)))
+	out[n-1] = '\n'
+	return out
+}
+
+// Said is what an answer says: which Pod on which Node answered, and the
+// client address it saw.
+type Said struct {
+	Pod, Node string
+	Client    netip.AddrPort
+}
+
+var answerRE = regexp.MustCompile(`^hello from (\S+) on (\S+) \(you are (\S+)\)(?:\n|\s*$)`)
+
+// Parse reads an answer (its first line; padding after it is ignored).
+func Parse(s string) (Said, error) {
+	m := answerRE.FindStringSubmatch(s)
+	if m == nil {
+		return Said{}, fmt.Errorf("echo: not an answer: %.80q", s)
+	}
+	client, err := netip.ParseAddrPort(m[3])
+	if err != nil {
+		return Said{}, fmt.Errorf("echo: client address in %.80q: %w", s, err)
+	}
+	return Said{Pod: m[1], Node: m[2], Client: client}, nil
 }
 
 // serveUDP answers each datagram with Answer.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -61,5 +62,56 @@ func TestUDP(t *testing.T) {
 func TestRunNeedsAListener(t *testing.T) {
 	if err := Run(context.Background(), Config{}); err == nil {
 		t.Error("Run without addresses: no error")
+	}
+}
+
+// TestServeHTTPBytes: ?bytes=N pads the answer to N bytes, which Parse
+// still reads; a bad size is a 400, never a huge allocation.
+func TestServeHTTPBytes(t *testing.T) {
+	c := Config{Pod: "p", Node: "n"}
+	get := func(target string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.RemoteAddr = "198.51.100.7:1000"
+		c.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := get("/?bytes=1048576")
+	if rec.Code != http.StatusOK || rec.Body.Len() != 1<<20 {
+		t.Fatalf("code %d, %d bytes; want 200 and 1048576 bytes", rec.Code, rec.Body.Len())
+	}
+	said, err := Parse(rec.Body.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Said{Pod: "p", Node: "n", Client: netip.MustParseAddrPort("198.51.100.7:1000")}); said != want {
+		t.Errorf("Parse = %+v, want %+v", said, want)
+	}
+	if b := rec.Body.Bytes(); b[len(b)-1] != '\n' || b[len(b)-2] != '.' {
+		t.Errorf("padding ends with %q", b[len(b)-2:])
+	}
+	if got := get("/?bytes=3").Body.String(); got != c.Answer("198.51.100.7:1000") {
+		t.Errorf("a size below the answer's: %q", got)
+	}
+	for _, bad := range []string{"-1", "x", "67108865"} {
+		if rec := get("/?bytes=" + bad); rec.Code != http.StatusBadRequest {
+			t.Errorf("bytes=%s: code %d, want 400", bad, rec.Code)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	c := Config{Pod: "echo-7", Node: "node-1"}
+	said, err := Parse(c.Answer("[2001:db8::9]:4242"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Said{Pod: "echo-7", Node: "node-1", Client: netip.MustParseAddrPort("[2001:db8::9]:4242")}); said != want {
+		t.Errorf("Parse = %+v, want %+v", said, want)
+	}
+	for _, bad := range []string{"", "hello from x (you are 1.2.3.4:5)\n", "hello from a on b (you are nowhere)\n"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q): no error", bad)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/echo"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
@@ -275,14 +276,13 @@ func checkLoadBalancer(t *testing.T, c *cluster.Cluster) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		// "hello from <pod> on <node> (you are <addr>)"
-		f := strings.Fields(string(body))
-		if len(f) < 5 || f[0] != "hello" || !strings.HasPrefix(f[2], name+"-") {
+		said, err := echo.Parse(string(body))
+		if err != nil || !strings.HasPrefix(said.Pod, name+"-") {
 			last = fmt.Errorf("unexpected answer %q", body)
 			return false, nil
 		}
-		answers[f[4]]++
-		return len(answers) == 2 && answers[f[4]] > 0 && total(answers) >= 20, nil
+		answers[said.Node]++
+		return len(answers) == 2 && total(answers) >= 20, nil
 	})
 	if err != nil {
 		t.Fatalf("through %s: answers by node %v; last: %v (%v)", url, answers, last, err)

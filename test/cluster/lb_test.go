@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/echo"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
@@ -47,18 +47,12 @@ type answer struct {
 	seen      netip.Addr
 }
 
-var answerRE = regexp.MustCompile(`^hello from (\S+) on (\S+) \(you are (\S+)\)\s*$`)
-
 func parseAnswer(s string) (answer, error) {
-	m := answerRE.FindStringSubmatch(s)
-	if m == nil {
-		return answer{}, fmt.Errorf("unexpected answer %q", s)
-	}
-	ap, err := netip.ParseAddrPort(m[3])
+	said, err := echo.Parse(s)
 	if err != nil {
-		return answer{}, fmt.Errorf("answer %q: %w", s, err)
+		return answer{}, err
 	}
-	return answer{pod: m[1], node: m[2], seen: ap.Addr().Unmap()}, nil
+	return answer{pod: said.Pod, node: said.Node, seen: said.Client.Addr().Unmap()}, nil
 }
 
 // get makes one request on a fresh connection.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/echo"
 )
 
 // TestSandbox runs the README's first command as a user would: `up` ends
@@ -63,10 +64,9 @@ func TestSandbox(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		// "hello from <pod> on <node> (you are <address>)"
-		if f := strings.Fields(string(body)); len(f) > 7 && f[0] == "hello" && strings.HasPrefix(f[2], "hello-") {
-			nodes[f[4]] = true
-			if seen := strings.TrimSuffix(f[7], ")"); seen != mine {
+		if said, err := echo.Parse(string(body)); err == nil && strings.HasPrefix(said.Pod, "hello-") {
+			nodes[said.Node] = true
+			if seen := said.Client.String(); seen != mine {
 				t.Errorf("the Pod saw this shell as %s, want its own address %s", seen, mine)
 			}
 		}
