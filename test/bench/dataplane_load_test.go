@@ -19,12 +19,16 @@ import (
 // runWrk runs wrk from the client host against one path and parses its
 // report.
 func runWrk(t *testing.T, client *lab.Host, tg dpTarget, cfg dpConfig, mode string, d time.Duration) (dpRun, error) {
-	args := []string{"-t", strconv.Itoa(cfg.threads), "-c", strconv.Itoa(cfg.conns),
+	conns, url := cfg.conns, tg.url
+	if mode == modeLarge {
+		conns, url = cfg.largeConns, tg.url+"?bytes="+strconv.Itoa(dpLargeSize)
+	}
+	args := []string{"-t", strconv.Itoa(cfg.threads), "-c", strconv.Itoa(conns),
 		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--timeout", "2s", "--latency"}
 	if mode == modeClose {
 		args = append(args, "-H", "Connection: close")
 	}
-	args = append(args, tg.url)
+	args = append(args, url)
 	ctx, cancel := context.WithTimeout(t.Context(), d+30*time.Second)
 	defer cancel()
 	out, err := client.Command(ctx, "wrk", args...).CombinedOutput()

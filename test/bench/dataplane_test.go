@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -14,40 +15,54 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
+	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/echo"
 	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
-// The data-plane benchmark's service: HTTP over TCP on port 80 and a UDP
-// port, both on the nodes' NodePorts, where nodesim answers.
+// The data-plane benchmark runs on the real cluster (internal/cluster):
+// groundcloud-echo Pods on two workers behind kube-proxy, one dedicated
+// load-balancer host running the agent from deploy/, a client, and a plain
+// router host. Its Services: TCP port 80 (HTTP) and UDP port 53, both
+// externalTrafficPolicy Local, so every path ends at the receiving node's
+// own Pod.
 const (
-	dpHTTPNodePort = 30080
-	dpUDPNodePort  = 30053
-	dpUDPPort      = 53
-	dpHAProxyPort  = 8080
-	// dpExtraHost is the host number (in the lab's subnet) of the first of
-	// the addresses setUpRoutes adds; the lab hands out the lowest
-	// numbers, the pool is .200-.219.
+	dpUDPPort     = 53
+	dpHAProxyPort = 8080
+	// dpExtraHost is the host number (in the lab's subnet) of the client's
+	// second address, the router path's (+1) and the direct path's (+2)
+	// external IPs; the lab hands out the lowest numbers, the pool is
+	// .200-.219.
 	dpExtraHost = 240
+	// dpLargeSize is the response size of the bulk mode.
+	dpLargeSize = 1 << 20
+	// dpService is the Deployment and the passthrough Service;
+	// dpProxyService the proxy-forwarding Service in front of the same Pods.
+	dpService      = "dataplane"
+	dpProxyService = "dataplane-proxy"
 )
 
 // Paths, in the order of the first round (later rounds rotate it).
 const (
-	pathVIP     = "vip"
-	pathRouter  = "router"
-	pathDirect  = "direct"
-	pathHAProxy = "haproxy"
+	pathProxy       = "proxy"
+	pathPassthrough = "passthrough"
+	pathRouter      = "router"
+	pathDirect      = "direct"
+	pathHAProxy     = "haproxy"
 )
 
-// Modes of the HTTP load.
+// Modes of the load.
 const (
 	modeKeepAlive = "keepalive"
 	modeClose     = "close"
 	modeUDP       = "udp"
+	modeLarge     = "large"
 )
 
 // dpConfig is the load of one measurement, the same for every path.
@@ -56,11 +71,12 @@ type dpConfig struct {
 	duration   time.Duration
 	threads    int // wrk threads
 	conns      int // wrk connections, spread evenly over the threads
+	largeConns int // wrk connections of the bulk mode
 	udpSenders int
 }
 
 func dataPlaneConfig() dpConfig {
-	c := dpConfig{rounds: 3, duration: 5 * time.Second, threads: 3, conns: 48, udpSenders: 16}
+	c := dpConfig{rounds: 3, duration: 5 * time.Second, threads: 3, conns: 48, largeConns: 12, udpSenders: 16}
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_ROUNDS")); err == nil && n > 0 {
 		c.rounds = n
 	}
@@ -77,8 +93,11 @@ type dpTarget struct {
 	url  string
 	tcp  netip.AddrPort
 	udp  netip.AddrPort
-	// sees is the client address the nodes see on this path.
+	// sees is the client address the Pods see on this path.
 	sees netip.Addr
+	// via is the host between client and nodes whose link is counted (the
+	// load-balancer host, the router); nil for the direct path.
+	via *lab.Host
 }
 
 // dpRun is one measurement of one path in one mode.
@@ -90,67 +109,66 @@ type dpRun struct {
 	p90, p99   time.Duration
 	requests   int
 	errors     int // wrk socket errors + non-2xx, or lost UDP requests
+	// viaBytes and viaPackets are what the link of the path's middle host
+	// received and sent meanwhile; cpu is the busy time of the whole
+	// machine (every core) meanwhile.
+	viaBytes, viaPackets uint64
+	cpu                  time.Duration
 }
 
-// TestDataPlaneBenchmark measures requests/s and latency from the client
-// host through the VIP (groundcloud's nftables DNAT+SNAT on the LB host),
-// through the same LB host as a plain router, directly to the nodes, and
-// through HAProxy on the LB host; HTTP with wrk in keep-alive and
-// connection-per-request mode, and UDP request/response with a small Go
-// generator. See docs/benchmarks.md, section "Data plane".
+// TestDataPlaneBenchmark measures requests/s, latency, bytes through the
+// load-balancer host and CPU from the client through groundcloud's two
+// forwarding modes (proxy: DNAT+SNAT on the load-balancer host;
+// passthrough: the packet forwarded unchanged, direct return), through a
+// plain IP router, directly to the nodes, and through HAProxy on the
+// load-balancer host, every path ending at kube-proxy and a Pod; HTTP with
+// wrk (keep-alive, a connection per request, 1 MiB responses) and UDP
+// request/response. See docs/benchmarks.md, section "Data plane".
 func TestDataPlaneBenchmark(t *testing.T) {
 	skipUnlessBench(t)
 	start := time.Now()
 	requireDataPlaneTools(t)
 	cfg := dataPlaneConfig()
-	e := startDataPlaneEnv(t)
-	client, lb := e.Clients["client"], e.LBs[0]
+	c := cluster.StartT(t, cluster.Options{Workers: 2, LBHosts: 1, Clients: []string{"client", "router"}})
+	bed := newDPBed(c)
+	vips := deployDataPlane(t, bed)
+	bed.setUpRoutes(t)
+	startHAProxy(t, bed)
 
-	vip := createDataPlaneService(t, e)
-	rt := setUpRoutes(t, e)
-	startHAProxy(t, e)
-
-	target := func(path string, tcp, udp netip.AddrPort, sees netip.Addr) dpTarget {
-		return dpTarget{path: path, url: fmt.Sprintf("http://%s/", tcp), tcp: tcp, udp: udp, sees: sees}
-	}
-	targets := map[string]dpTarget{
-		pathVIP: target(pathVIP, netip.AddrPortFrom(vip, 80), netip.AddrPortFrom(vip, dpUDPPort), vip),
-		pathRouter: target(pathRouter, netip.AddrPortFrom(rt.router, dpHTTPNodePort),
-			netip.AddrPortFrom(rt.router, dpUDPNodePort), rt.client),
-		pathDirect: target(pathDirect, netip.AddrPortFrom(rt.direct, dpHTTPNodePort),
-			netip.AddrPortFrom(rt.direct, dpUDPNodePort), client.Addr4),
-		pathHAProxy: target(pathHAProxy, netip.AddrPortFrom(lb.Addr4, dpHAProxyPort), netip.AddrPort{}, lb.Addr4),
-	}
+	targets := bed.targets(vips)
 	for _, tg := range targets {
-		checkPath(t, e, tg)
+		checkPath(t, bed, tg)
 	}
-
-	tcpPaths := []string{pathVIP, pathRouter, pathDirect, pathHAProxy}
-	udpPaths := []string{pathVIP, pathRouter, pathDirect}
+	tcpPaths := []string{pathProxy, pathPassthrough, pathRouter, pathDirect, pathHAProxy}
+	udpPaths := []string{pathProxy, pathPassthrough, pathRouter, pathDirect}
 	for _, p := range tcpPaths { // warm-up, not recorded
-		_, err := runWrk(t, client, targets[p], cfg, modeKeepAlive, time.Second)
+		_, err := runWrk(t, bed.client, targets[p], cfg, modeKeepAlive, time.Second)
 		must(t, err)
 	}
 	var runs []dpRun
+	record := func(run dpRun, r int) {
+		run.round = r + 1
+		t.Logf("round %d %-9s %-11s %9.0f req/s  p50 %-8s p99 %-8s errors %d  via %d B  cpu %s",
+			run.round, run.mode, run.path, run.rps, run.p50, run.p99, run.errors, run.viaBytes, run.cpu.Round(time.Millisecond))
+		runs = append(runs, run)
+	}
 	for r := range cfg.rounds {
-		for _, mode := range []string{modeKeepAlive, modeClose} {
+		for _, mode := range []string{modeKeepAlive, modeClose, modeLarge} {
 			for _, p := range rotate(tcpPaths, r) {
-				run, err := runWrk(t, client, targets[p], cfg, mode, cfg.duration)
+				run, err := measure(targets[p], func() (dpRun, error) { return runWrk(t, bed.client, targets[p], cfg, mode, cfg.duration) })
 				must(t, err)
-				run.round = r + 1
-				t.Logf("round %d %-9s %-7s %9.0f req/s  p50 %-8s p99 %-8s errors %d", run.round, mode, p, run.rps, run.p50, run.p99, run.errors)
-				runs = append(runs, run)
+				record(run, r)
 			}
 		}
 		for _, p := range rotate(udpPaths, r) {
-			run, err := runUDP(t.Context(), client, targets[p], cfg.udpSenders, cfg.duration)
+			run, err := measure(targets[p], func() (dpRun, error) {
+				return runUDP(t.Context(), bed.client, targets[p], cfg.udpSenders, cfg.duration)
+			})
 			must(t, err)
-			run.round = r + 1
-			t.Logf("round %d %-9s %-7s %9.0f req/s  p50 %-8s p99 %-8s lost %d", run.round, modeUDP, p, run.rps, run.p50, run.p99, run.errors)
-			runs = append(runs, run)
+			record(run, r)
 		}
 	}
-	res := dpResults{cfg: cfg, runs: runs, haproxyConfig: haproxyConfig(e), elapsed: time.Since(start)}
+	res := dpResults{cfg: cfg, runs: runs, haproxyConfig: haproxyConfig(bed), elapsed: time.Since(start)}
 	for _, l := range res.lines() {
 		fmt.Println(l)
 	}
@@ -158,6 +176,95 @@ func TestDataPlaneBenchmark(t *testing.T) {
 		must(t, writeSection(path, "## Data plane", dataPlaneSection(t, res)))
 		t.Logf("wrote the Data plane section of %s", path)
 	}
+}
+
+// measure runs one load and adds what the path's middle host's link
+// carried and the machine's busy time meanwhile.
+func measure(tg dpTarget, load func() (dpRun, error)) (dpRun, error) {
+	var before, after linkCounters
+	var err error
+	if tg.via != nil {
+		if before, err = countersOf(tg.via); err != nil {
+			return dpRun{}, err
+		}
+	}
+	cpu0, err := machineBusy()
+	if err != nil {
+		return dpRun{}, err
+	}
+	run, err := load()
+	if err != nil {
+		return dpRun{}, err
+	}
+	cpu1, err := machineBusy()
+	if err != nil {
+		return dpRun{}, err
+	}
+	run.cpu = cpu1 - cpu0
+	if tg.via != nil {
+		if after, err = countersOf(tg.via); err != nil {
+			return dpRun{}, err
+		}
+		run.viaBytes, run.viaPackets = after.bytes-before.bytes, after.packets-before.packets
+	}
+	return run, nil
+}
+
+// linkCounters are a host link's received plus sent bytes and packets.
+type linkCounters struct{ bytes, packets uint64 }
+
+func countersOf(h *lab.Host) (linkCounters, error) {
+	st, err := linkStats(h)
+	if err != nil {
+		return linkCounters{}, err
+	}
+	return linkCounters{bytes: st.RxBytes + st.TxBytes, packets: st.RxPackets + st.TxPackets}, nil
+}
+
+func linkStats(h *lab.Host) (*netlink.LinkStatistics, error) {
+	var st *netlink.LinkStatistics
+	err := h.Do(func() error {
+		link, err := netlink.LinkByName(h.Iface)
+		if err != nil {
+			return err
+		}
+		st = link.Attrs().Statistics
+		if st == nil {
+			return errors.New("no link statistics")
+		}
+		return nil
+	})
+	return st, err
+}
+
+// machineBusy is the machine's busy CPU time so far, all cores: user,
+// nice, system, irq, softirq and steal of /proc/stat's "cpu" line.
+func machineBusy() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseBusy(string(data))
+}
+
+// userHz is the unit of /proc/stat (USER_HZ, 100 on Linux).
+const userHz = 100
+
+func parseBusy(stat string) (time.Duration, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks uint64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %q: %w", line, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / userHz, nil
 }
 
 // rotate returns s started at its (r mod len)-th element, so that no path
@@ -181,81 +288,105 @@ func requireDataPlaneTools(t *testing.T) {
 	}
 }
 
-func startDataPlaneEnv(t *testing.T) *sandbox.Env {
-	t.Helper()
-	tools, err := testbed.ToolsDir(t.Context())
-	must(t, err)
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
-		Dir:           t.TempDir(),
-		ToolsDir:      tools,
-		Binaries:      sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
-		LBHosts:       1,
-		Clients:       []string{"client"},
-		NodeSim:       sandbox.NodeSim{HTTPPorts: []uint16{dpHTTPNodePort}, UDPPorts: []uint16{dpUDPNodePort}},
-		AdminIdentity: true, // a benchmark of the data plane, not of permissions
-		Logf:          t.Logf,
-	})
-	must(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of the agent:\n%s", testbed.LogTail(e.Agent(0).LogPath, 40))
-		}
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return e
+// dpBed is the cluster as the benchmark uses it.
+type dpBed struct {
+	c              *cluster.Cluster
+	client, router *lab.Host
+	lb             *lab.Host
+	workers        []*lab.Host
+	// clientSecond is the client's second address, the router path's
+	// source; routerIP and directIP are the Services' external IPs that
+	// the router and the direct path reach.
+	clientSecond, routerIP, directIP netip.Addr
+	nodePort                         int32 // the passthrough Service's HTTP NodePort, HAProxy's backend
 }
 
-// createDataPlaneService creates the LoadBalancer Service (TCP 80 and UDP
-// 53) and returns its address.
-func createDataPlaneService(t *testing.T, e *sandbox.Env) netip.Addr {
-	t.Helper()
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "dataplane", Namespace: "default"},
-		Spec: v1.ServiceSpec{
-			Type:     v1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": "dataplane"},
-			Ports: []v1.ServicePort{
-				{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: dpHTTPNodePort},
-				{Name: "udp", Protocol: v1.ProtocolUDP, Port: dpUDPPort, NodePort: dpUDPNodePort},
-			},
-		},
+func newDPBed(c *cluster.Cluster) *dpBed {
+	b := &dpBed{c: c, client: c.Clients["client"], router: c.Clients["router"]}
+	for _, n := range c.Nodes {
+		if n.LoadBalancer {
+			b.lb = n.Host
+		} else {
+			b.workers = append(b.workers, n.Host)
+		}
 	}
-	return createLoadBalancer(t, e, svc)
-}
-
-// routes holds the addresses of the router and direct paths.
-type routes struct {
-	client         netip.Addr // the client's second address, for the router path
-	router, direct netip.Addr // on every node's loopback
-}
-
-// setUpRoutes prepares the router and the direct path so that, like the
-// VIP and HAProxy, each has one address and spreads connections over the
-// three nodes per flow: every node gets two more addresses on its
-// loopback, one reached through the LB host as a plain router, one
-// reached directly; equal-cost multipath routes with layer-4 hashing
-// (fib_multipath_hash_policy=1) pick the node per connection, on the LB
-// host for the router address, on the client for the direct one. The
-// client talks to the router address from a second address of its own,
-// which the nodes route back via the LB host: all hosts share one
-// bridge, so without these /32 routes the replies would bypass it. ICMP
-// redirects are off (the LB host would otherwise tell the client to go
-// straight to the node) and the nodes answer ARP only for their link's
-// own addresses. Everything is set inside the lab's namespaces only.
-func setUpRoutes(t *testing.T, e *sandbox.Env) routes {
-	t.Helper()
-	client, lb := e.Clients["client"], e.LBs[0]
-	subnet := e.Lab.Subnet4
 	nth := func(n int) netip.Addr {
-		a := subnet.Masked().Addr()
+		a := c.Lab.Subnet4.Masked().Addr()
 		for range n {
 			a = a.Next()
 		}
 		return a
 	}
-	r := routes{client: nth(dpExtraHost), router: nth(dpExtraHost + 1), direct: nth(dpExtraHost + 2)}
+	b.clientSecond, b.routerIP, b.directIP = nth(dpExtraHost), nth(dpExtraHost+1), nth(dpExtraHost+2)
+	return b
+}
+
+// deployDataPlane runs groundcloud-echo on both workers (one Pod each) and
+// creates the two LoadBalancer Services in front of them: passthrough
+// forwarding (the pool's default), with the router and direct paths'
+// external IPs, and proxy forwarding. It returns their addresses.
+func deployDataPlane(t *testing.T, b *dpBed) map[string]netip.Addr {
+	t.Helper()
+	ctx := t.Context()
+	d := b.c.EchoDeployment("default", dpService, int32(len(b.workers)))
+	d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": dpService}},
+	}}
+	_, err := b.c.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	must(t, err)
+	service := func(name string, annotations map[string]string, externalIPs []string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: annotations},
+			Spec: corev1.ServiceSpec{
+				Type:                  corev1.ServiceTypeLoadBalancer,
+				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+				Selector:              map[string]string{"app": dpService},
+				ExternalIPs:           externalIPs,
+				Ports: []corev1.ServicePort{
+					{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(cluster.EchoHTTPPort)},
+					{Name: "udp", Protocol: corev1.ProtocolUDP, Port: dpUDPPort, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)},
+				},
+			},
+		}
+	}
+	for _, s := range []*corev1.Service{
+		service(dpService, nil, []string{b.routerIP.String(), b.directIP.String()}),
+		service(dpProxyService, map[string]string{"groundcloud.io/forwarding": "proxy"}, nil),
+	} {
+		created, err := b.c.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{})
+		must(t, err)
+		if s.Name == dpService {
+			b.nodePort = created.Spec.Ports[0].NodePort
+		}
+	}
+	must(t, b.c.WaitDeploymentReady(ctx, "default", dpService))
+	vips := map[string]netip.Addr{}
+	for path, name := range map[string]string{pathPassthrough: dpService, pathProxy: dpProxyService} {
+		vip, err := b.c.WaitLoadBalancerIP(ctx, "default", name)
+		must(t, err)
+		vips[path] = vip
+	}
+	return vips
+}
+
+// setUpRoutes prepares the router and the direct path so that, like the
+// VIPs and HAProxy, each has one address and spreads connections over the
+// workers per flow; kube-proxy on the receiving worker serves the address
+// as one of the Service's external IPs (Local: its own Pod, no NAT of the
+// source). The router host forwards the router path's address to the
+// workers by an equal-cost multipath route hashing on layer 4
+// (fib_multipath_hash_policy=1); the client reaches it from a second
+// address of its own through a /32 route via the router, and the workers
+// send the replies back through the router by a /32 route too (all hosts
+// share one bridge: without these routes the replies would bypass it).
+// The client reaches the direct path's address by such a multipath route
+// over the workers itself. ICMP redirects are off on the router and not
+// accepted by the client and the workers. Everything is set inside the
+// cluster's namespaces only.
+func (b *dpBed) setUpRoutes(t *testing.T) {
+	t.Helper()
 	ipIn := func(h *lab.Host, args ...string) {
 		t.Helper()
 		if out, err := h.Command(t.Context(), "ip", args...).CombinedOutput(); err != nil {
@@ -268,39 +399,57 @@ func setUpRoutes(t *testing.T, e *sandbox.Env) routes {
 			must(t, h.SetSysctl("net.ipv4.conf."+dev+"."+key, value))
 		}
 	}
-	ecmp := func(h *lab.Host, dst netip.Addr, src netip.Addr) {
+	ecmp := func(h *lab.Host, dst, src netip.Addr) {
 		t.Helper()
 		must(t, h.SetSysctl("net.ipv4.fib_multipath_hash_policy", "1"))
 		args := []string{"route", "add", dst.String() + "/32"}
 		if src.IsValid() {
 			args = append(args, "src", src.String())
 		}
-		for _, n := range e.Nodes {
-			args = append(args, "nexthop", "via", n.Addr4.String(), "dev", h.Iface)
+		for _, w := range b.workers {
+			args = append(args, "nexthop", "via", w.Addr4.String(), "dev", h.Iface)
 		}
 		ipIn(h, args...)
 	}
-	conf(lb, "send_redirects", "0")
-	ecmp(lb, r.router, netip.Addr{})
-	ipIn(client, "addr", "add", r.client.String()+"/"+strconv.Itoa(subnet.Bits()), "dev", client.Iface)
-	conf(client, "accept_redirects", "0")
-	ipIn(client, "route", "add", r.router.String()+"/32", "via", lb.Addr4.String(), "dev", client.Iface, "src", r.client.String())
-	ecmp(client, r.direct, client.Addr4)
-	for _, n := range e.Nodes {
-		conf(n, "accept_redirects", "0")
-		conf(n, "arp_ignore", "1")
-		ipIn(n, "addr", "add", r.router.String()+"/32", "dev", "lo")
-		ipIn(n, "addr", "add", r.direct.String()+"/32", "dev", "lo")
-		ipIn(n, "route", "add", r.client.String()+"/32", "via", lb.Addr4.String(), "dev", n.Iface)
+	must(t, b.router.SetSysctl("net.ipv4.ip_forward", "1"))
+	conf(b.router, "send_redirects", "0")
+	ecmp(b.router, b.routerIP, netip.Addr{})
+	ipIn(b.client, "addr", "add", netip.PrefixFrom(b.clientSecond, b.c.Lab.Subnet4.Bits()).String(), "dev", b.client.Iface)
+	conf(b.client, "accept_redirects", "0")
+	ipIn(b.client, "route", "add", b.routerIP.String()+"/32", "via", b.router.Addr4.String(), "dev", b.client.Iface, "src", b.clientSecond.String())
+	ecmp(b.client, b.directIP, b.client.Addr4)
+	for _, w := range b.workers {
+		conf(w, "accept_redirects", "0")
+		ipIn(w, "route", "add", b.clientSecond.String()+"/32", "via", b.router.Addr4.String(), "dev", w.Iface)
 	}
-	return r
+}
+
+// targets are the paths' addresses and what the Pods see on each.
+func (b *dpBed) targets(vips map[string]netip.Addr) map[string]dpTarget {
+	target := func(path string, addr netip.Addr, httpPort uint16, sees netip.Addr, via *lab.Host) dpTarget {
+		tg := dpTarget{path: path, tcp: netip.AddrPortFrom(addr, httpPort), sees: sees, via: via}
+		tg.url = fmt.Sprintf("http://%s/", tg.tcp)
+		if path != pathHAProxy {
+			tg.udp = netip.AddrPortFrom(addr, dpUDPPort)
+		}
+		return tg
+	}
+	return map[string]dpTarget{
+		// Proxy forwarding rewrites the source to the VIP.
+		pathProxy:       target(pathProxy, vips[pathProxy], 80, vips[pathProxy], b.lb),
+		pathPassthrough: target(pathPassthrough, vips[pathPassthrough], 80, b.client.Addr4, b.lb),
+		pathRouter:      target(pathRouter, b.routerIP, 80, b.clientSecond, b.router),
+		pathDirect:      target(pathDirect, b.directIP, 80, b.client.Addr4, nil),
+		pathHAProxy:     target(pathHAProxy, b.lb.Addr4, dpHAProxyPort, b.lb.Addr4, b.lb),
+	}
 }
 
 // haproxyConfig is HAProxy's configuration for the benchmark: an
-// equivalent TCP load balancer on the LB host's own address.
-func haproxyConfig(e *sandbox.Env) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
+// equivalent TCP load balancer on the load-balancer host's own address,
+// over the workers' NodePorts.
+func haproxyConfig(b *dpBed) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, `global
     nbthread 2
     maxconn 8000
 
@@ -316,36 +465,35 @@ frontend bench
 
 backend nodes
     balance roundrobin
-`, netip.AddrPortFrom(e.LBs[0].Addr4, dpHAProxyPort))
-	for _, n := range e.Nodes {
-		fmt.Fprintf(&b, "    server %s %s check\n", n.Name, netip.AddrPortFrom(n.Addr4, dpHTTPNodePort))
+`, netip.AddrPortFrom(b.lb.Addr4, dpHAProxyPort))
+	for _, w := range b.workers {
+		fmt.Fprintf(&s, "    server %s %s check\n", w.Name, netip.AddrPortFrom(w.Addr4, uint16(b.nodePort)))
 	}
-	return b.String()
+	return s.String()
 }
 
-// startHAProxy runs HAProxy in the LB host's namespace until the test
-// ends, and waits until it accepts connections.
-func startHAProxy(t *testing.T, e *sandbox.Env) {
+// startHAProxy runs HAProxy in the load-balancer host's namespace until the
+// test ends, and waits until it accepts connections.
+func startHAProxy(t *testing.T, b *dpBed) {
 	t.Helper()
-	lb := e.LBs[0]
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "haproxy.cfg")
-	must(t, os.WriteFile(conf, []byte(haproxyConfig(e)), 0o644))
+	must(t, os.WriteFile(conf, []byte(haproxyConfig(b)), 0o644))
 	if out, err := exec.Command("haproxy", "-c", "-f", conf).CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
 	}
 	// -db: stay in the foreground, so the lab owns the process (and its
 	// process group) and Stop ends it.
-	p, err := lb.Start(context.Background(), filepath.Join(dir, "haproxy.log"), "haproxy", "-db", "-f", conf)
+	p, err := b.lb.Start(context.Background(), filepath.Join(dir, "haproxy.log"), "haproxy", "-db", "-f", conf)
 	if err != nil {
-		t.Fatalf("start haproxy in %s: %v", lb.Name, err)
+		t.Fatalf("start haproxy in %s: %v", b.lb.Name, err)
 	}
 	t.Cleanup(func() { _ = p.Stop() })
-	addr := netip.AddrPortFrom(lb.Addr4, dpHAProxyPort)
+	addr := netip.AddrPortFrom(b.lb.Addr4, dpHAProxyPort)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		conn, err := e.Clients["client"].DialTCP(ctx, addr)
+		conn, err := b.client.DialTCP(ctx, addr)
 		cancel()
 		if err == nil {
 			conn.Close()
@@ -359,18 +507,17 @@ func startHAProxy(t *testing.T, e *sandbox.Env) {
 }
 
 // checkPath makes sure a path works before it is measured: HTTP answers
-// from every node (within some attempts), each seeing the expected client
-// address (the VIP for the VIP path, the LB host for HAProxy, the client
-// itself otherwise), and UDP answers.
-func checkPath(t *testing.T, e *sandbox.Env, tg dpTarget) {
+// from the Pods of both workers (within some attempts), each seeing the
+// expected client address, a 1 MiB answer in full, and a UDP answer.
+func checkPath(t *testing.T, b *dpBed, tg dpTarget) {
 	t.Helper()
-	hc := e.Clients["client"].HTTPClient()
+	hc := b.client.HTTPClient()
 	seen := map[string]bool{}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	var last string
-	for len(seen) < len(e.Nodes) {
+	for len(seen) < len(b.workers) {
 		if time.Now().After(deadline) {
-			t.Fatalf("path %s: answers from %d of %d nodes within 30 s; last: %s", tg.path, len(seen), len(e.Nodes), last)
+			t.Fatalf("path %s: answers from %d of %d workers within a minute; last: %s", tg.path, len(seen), len(b.workers), last)
 		}
 		// A new connection each time: another source port, maybe another node.
 		resp, err := hc.Get(tg.url)
@@ -381,25 +528,37 @@ func checkPath(t *testing.T, e *sandbox.Env, tg dpTarget) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		last = strings.TrimSpace(string(body))
-		var node, sees string
-		if _, err := fmt.Sscanf(last, "hello from %s (you are %s", &node, &sees); err != nil {
-			t.Fatalf("path %s: unexpected answer %q", tg.path, last)
+		said, err := echo.Parse(string(body))
+		if err != nil {
+			t.Fatalf("path %s: %v", tg.path, err)
 		}
-		if ap, err := netip.ParseAddrPort(strings.TrimSuffix(sees, ")")); err != nil || ap.Addr() != tg.sees {
-			t.Fatalf("path %s: node %s saw the client as %s, want %s", tg.path, node, sees, tg.sees)
+		if said.Client.Addr() != tg.sees {
+			t.Fatalf("path %s: the Pod on %s saw the client as %s, want %s", tg.path, said.Node, said.Client, tg.sees)
 		}
-		seen[node] = true
+		seen[said.Node] = true
+	}
+	resp, err := hc.Get(tg.url + "?bytes=" + strconv.Itoa(dpLargeSize))
+	if err != nil {
+		t.Fatalf("path %s: large answer: %v", tg.path, err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != dpLargeSize {
+		t.Fatalf("path %s: large answer: %d bytes (%v), want %d", tg.path, n, err, dpLargeSize)
 	}
 	if tg.udp.IsValid() {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		reply, err := e.Clients["client"].UDPExchange(ctx, tg.udp, []byte("check"))
+		reply, err := b.client.UDPExchange(ctx, tg.udp, []byte("check"))
 		cancel()
 		if err != nil {
 			t.Fatalf("path %s: udp: %v", tg.path, err)
 		}
-		if f := strings.Fields(string(reply)); len(f) != 2 || !strings.HasPrefix(f[1], tg.sees.String()+":") {
-			t.Fatalf("path %s: udp answer %q, want the node to see %s", tg.path, reply, tg.sees)
+		said, err := echo.Parse(string(reply))
+		if err != nil {
+			t.Fatalf("path %s: udp: %v", tg.path, err)
+		}
+		if said.Client.Addr() != tg.sees {
+			t.Fatalf("path %s: udp: the Pod saw %s, want %s", tg.path, said.Client, tg.sees)
 		}
 	}
 }
