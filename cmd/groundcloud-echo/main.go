@@ -18,6 +18,7 @@ func main() {
 	c := echo.Config{Pod: os.Getenv("POD_NAME"), Node: os.Getenv("NODE_NAME")}
 	flag.StringVar(&c.HTTPAddr, "http", ":8080", "HTTP listen address (empty: none)")
 	flag.StringVar(&c.UDPAddr, "udp", ":8081", "UDP listen address (empty: none)")
+	flag.StringVar(&c.LinesAddr, "lines", ":8082", "TCP listen address of the line echo for long-lived connections (empty: none)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

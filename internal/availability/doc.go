@@ -1,7 +1,8 @@
 // Package availability measures, from inside a lab (internal/lab), how a
 // load-balanced service holds up while load-balancer hosts fail: Client
 // opens a new TCP connection to a virtual IP every few milliseconds and
-// pings long-lived ones through it (nodesim echoes each line), Holders
+// pings long-lived ones through it (nodesim, and groundcloud-echo on its
+// lines port, echo each line), Holders
 // records which hosts hold each virtual IP over time, and Measure turns the
 // attempts around a fault into the outage a client saw. The end-to-end
 // tests and the failover benchmark share it.

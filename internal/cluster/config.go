@@ -114,6 +114,10 @@ func kubeletConfig(s kubeletSettings) ([]byte, error) {
 		// sooner; still what a real node could run with.
 		"nodeStatusUpdateFrequency": "4s",
 		"syncFrequency":             "10s",
+		// A container killed on purpose again and again (the failover
+		// benchmark's trials) comes back within seconds instead of
+		// after a back-off that doubles up to 5 minutes.
+		"crashLoopBackOff": map[string]string{"maxContainerRestartPeriod": "2s"},
 	}
 	return yaml.Marshal(cfg)
 }

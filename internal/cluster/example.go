@@ -19,8 +19,9 @@ import (
 
 // EchoPorts are where groundcloud-echo listens in its Pods.
 const (
-	EchoHTTPPort = 8080
-	EchoUDPPort  = 8081
+	EchoHTTPPort  = 8080
+	EchoUDPPort   = 8081
+	EchoLinesPort = 8082 // TCP: a greeting, then every line echoed (internal/availability)
 )
 
 // EchoDeployment is a Deployment of groundcloud-echo (labels app=name),
@@ -49,6 +50,7 @@ func (c *Cluster) EchoDeployment(namespace, name string, replicas int32) *appsv1
 						Ports: []corev1.ContainerPort{
 							{Name: "http", ContainerPort: EchoHTTPPort, Protocol: corev1.ProtocolTCP},
 							{Name: "udp", ContainerPort: EchoUDPPort, Protocol: corev1.ProtocolUDP},
+							{Name: "lines", ContainerPort: EchoLinesPort, Protocol: corev1.ProtocolTCP},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(EchoHTTPPort)}},

@@ -3,8 +3,11 @@
 // on which Node answered and where the client seemed to come from, over
 // HTTP and UDP, so that tests and the sandbox see where a connection
 // through a load balancer ended up. Parse reads such an answer back;
-// ?bytes=N pads an HTTP answer to N bytes for bulk-transfer benchmarks.
+// ?bytes=N pads an HTTP answer to N bytes for bulk-transfer benchmarks. A
+// third listener speaks the line protocol of internal/availability's
+// long-lived connections: a greeting naming the Pod and the client, then
+// every line echoed with the Pod's name.
 //
 // It must not: read anything but its flags and environment; answer
-// anything but what Answer says (padded when asked).
+// anything but what Answer says (padded when asked) and the line echo.
 package echo

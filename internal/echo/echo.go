@@ -1,6 +1,7 @@
 package echo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -20,8 +21,9 @@ const MaxSize = 64 << 20
 type Config struct {
 	// Pod and Node name the answering Pod and its Node.
 	Pod, Node string
-	// HTTPAddr and UDPAddr are listen addresses (":8080"); empty: none.
-	HTTPAddr, UDPAddr string
+	// HTTPAddr, UDPAddr and LinesAddr are listen addresses (":8080");
+	// empty: none.
+	HTTPAddr, UDPAddr, LinesAddr string
 }
 
 // Answer is the line sent to a client at remote (ip:port as the Pod saw
@@ -32,10 +34,10 @@ func (c Config) Answer(remote string) string {
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, c Config) error {
-	if c.HTTPAddr == "" && c.UDPAddr == "" {
+	if c.HTTPAddr == "" && c.UDPAddr == "" && c.LinesAddr == "" {
 		return errors.New("echo: nothing to listen on")
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	if c.HTTPAddr != "" {
 		srv := &http.Server{Addr: c.HTTPAddr, Handler: c, ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- srv.ListenAndServe() }()
@@ -50,6 +52,15 @@ func Run(ctx context.Context, c Config) error {
 		stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 		defer stop()
 		go func() { errc <- c.serveUDP(conn) }()
+	}
+	if c.LinesAddr != "" {
+		ln, err := net.Listen("tcp", c.LinesAddr)
+		if err != nil {
+			return fmt.Errorf("echo: %w", err)
+		}
+		stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+		defer stop()
+		go func() { errc <- c.serveLines(ln) }()
 	}
 	select {
 	case <-ctx.Done():
@@ -110,6 +121,36 @@ func Parse(s string) (Said, error) {
 		return Said{}, fmt.Errorf("echo: client address in %.80q: %w", s, err)
 	}
 	return Said{Pod: m[1], Node: m[2], Client: client}, nil
+}
+
+// serveLines speaks the line protocol of long-lived connections: a
+// greeting "<pod> <client address>" on connect, then every line the client
+// sends back prefixed with the Pod's name, until the client closes. It is
+// what internal/availability's client measures with.
+func (c Config) serveLines(ln net.Listener) error {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go c.lines(conn)
+	}
+}
+
+func (c Config) lines(conn net.Conn) {
+	defer conn.Close()
+	w := bufio.NewWriter(conn)
+	fmt.Fprintf(w, "%s %s\n", c.Pod, conn.RemoteAddr())
+	if w.Flush() != nil {
+		return
+	}
+	in := bufio.NewScanner(conn)
+	for in.Scan() {
+		fmt.Fprintf(w, "%s %s\n", c.Pod, in.Text())
+		if w.Flush() != nil {
+			return
+		}
+	}
 }
 
 // serveUDP answers each datagram with Answer.

@@ -1,6 +1,7 @@
 package echo
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -112,6 +113,44 @@ func TestParse(t *testing.T) {
 	for _, bad := range []string{"", "hello from x (you are 1.2.3.4:5)\n", "hello from a on b (you are nowhere)\n"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q): no error", bad)
+		}
+	}
+}
+
+// TestLines: the greeting names the Pod and the client, then every line
+// comes back prefixed with the Pod's name.
+func TestLines(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	c := Config{Pod: "p-1", Node: "n"}
+	go func() { _ = c.serveLines(ln) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "p-1 " + conn.LocalAddr().String() + "\n"; line != want {
+		t.Errorf("greeting %q, want %q", line, want)
+	}
+	for _, msg := range []string{"ping-1", "ping-2"} {
+		if _, err := io.WriteString(conn, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "p-1 " + msg + "\n"; line != want {
+			t.Errorf("answer %q, want %q", line, want)
 		}
 	}
 }
