@@ -33,7 +33,8 @@ func nodeChainName(f family, node string) string {
 }
 
 // desiredNetDev computes the netdev table: at the ingress of the interface,
-// before routing and conntrack, packets to a passthrough frontend go by
+// before routing and conntrack, packets addressed to this host's
+// link-layer address and to a passthrough frontend go by
 // "ip daddr . meta l4proto . th dport vmap" to the service port's chain,
 // which drops sources outside the source ranges and picks a bucket by the
 // same jhash as proxy mode; the bucket's verdict jumps to the node's chain
@@ -57,9 +58,12 @@ func desiredNetDev(services []service, memo *assignMemo) *Table {
 	if iface == "" {
 		return t
 	}
+	// Only frames addressed to this host's link-layer address: a switch
+	// (or bridge) floods frames for an unknown destination to every port,
+	// and every host that forwarded those would send the node a copy.
 	t.addChain(ingressChainName(iface),
-		"meta protocol ip ip daddr . meta l4proto . th dport vmap @"+mapPassthroughPorts4,
-		"meta protocol ip6 ip6 daddr . meta l4proto . th dport vmap @"+mapPassthroughPorts6,
+		"meta pkttype host meta protocol ip ip daddr . meta l4proto . th dport vmap @"+mapPassthroughPorts4,
+		"meta pkttype host meta protocol ip6 ip6 daddr . meta l4proto . th dport vmap @"+mapPassthroughPorts6,
 	).Base = &BaseChain{Type: knftables.FilterType, Hook: knftables.IngressHook, Priority: knftables.FilterPriority, Device: iface}
 	for _, svc := range services {
 		if svc.passthrough {

@@ -200,6 +200,36 @@ func TestKernelPassthrough(t *testing.T) {
 		t.Logf("lb host packets to the VIPs %d, %d; from them %d, %d", after[0]-before[0], after[1]-before[1], after[2]-before[2], after[3]-before[3])
 	})
 
+	t.Run("a frame for another link-layer address is not forwarded", func(t *testing.T) {
+		// The client sends to a MAC address no host has: the bridge floods
+		// such frames to every port, as a switch does with an unknown
+		// destination. The lb host sees them but must not forward them:
+		// only the holder of the address (whose MAC the client learnt)
+		// forwards, or every other host would send a copy.
+		const nobody = "02:00:5e:00:53:99"
+		for _, vip := range []netip.Addr{labVIP, labVIP6} {
+			runIn(t, client, "ip", "neigh", "replace", vip.String(), "lladdr", nobody, "dev", client.Iface, "nud", "permanent")
+			t.Cleanup(func() { _ = client.Command(context.Background(), "ip", "neigh", "del", vip.String(), "dev", client.Iface).Run() })
+		}
+		before := counters(t, lb)
+		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
+			r, err := dialTCP(client, netip.AddrPortFrom(c.src, 44000), netip.AddrPortFrom(c.vip, 80), time.Second)
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("TCP %s -> %s:80 through a frame for %s: got %+v, %v; want a timeout (not forwarded)", c.src, c.vip, nobody, r, err)
+			}
+		}
+		after := counters(t, lb)
+		for i, what := range []string{"to " + labVIP.String(), "to " + labVIP6.String()} {
+			if after[i] == before[i] {
+				t.Errorf("no flooded frame %s reached the lb host: the check proves nothing", what)
+			}
+		}
+		for _, vip := range []netip.Addr{labVIP, labVIP6} {
+			runIn(t, client, "ip", "neigh", "del", vip.String(), "dev", client.Iface)
+		}
+	})
+
 	t.Run("the lb host keeps no conntrack entry for forwarded flows", func(t *testing.T) {
 		for _, fam := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
 			var flows []*netlink.ConntrackFlow
