@@ -48,18 +48,18 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 	b := startBench(t, groundcloudArgs(t))
 	vip := b.createService(t)
 	d := daemon{
-		kill:    func(t *testing.T, i int) { killGroup(t, b.Agent(i)) },
-		restart: func(t *testing.T, i int) { must(t, b.StartAgent(t.Context(), i)) },
+		kill:    func(t *testing.T, i int) { killGroup(t, b.env.Agent(i)) },
+		restart: func(t *testing.T, i int) { must(t, b.env.StartAgent(t.Context(), i)) },
 	}
 	linkDown := b.faults(d)[0]
 	empty := b.conntrackRun(t, linkDown, vip, trials)
 	empty.impl = "groundcloud-conntrack-0"
-	raised := raiseConntrackMax(t, len(b.LBs), conntrackWanted)
-	limit, perNamespace := conntrackMax(t, b.LBs[0])
+	raised := raiseConntrackMax(t, len(b.lbs), conntrackWanted)
+	limit, perNamespace := conntrackMax(t, b.lbs[0])
 	entries := min(conntrackWanted, limit-conntrackHeadroom)
-	r := conntrackResult{entries: entries, limit: limit, perNamespace: perNamespace, raised: raised, buckets: conntrackBuckets(t, b.LBs[0])}
-	r.fill = make([][]time.Duration, len(b.LBs))
-	for i, h := range b.LBs {
+	r := conntrackResult{entries: entries, limit: limit, perNamespace: perNamespace, raised: raised, buckets: conntrackBuckets(t, b.lbs[0])}
+	r.fill = make([][]time.Duration, len(b.lbs))
+	for i, h := range b.lbs {
 		for q := range conntrackQuarters {
 			start := time.Now()
 			must(t, fillConntrack(h, q*entries/conntrackQuarters, (q+1)*entries/conntrackQuarters))
@@ -73,7 +73,7 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 	loads = append(loads, loadAverage())
 	full := b.conntrackRun(t, linkDown, vip, trials)
 	full.impl = fmt.Sprintf("groundcloud-conntrack-%d", entries)
-	for _, h := range b.LBs {
+	for _, h := range b.lbs {
 		r.counts = append(r.counts, conntrackCount(t, h))
 	}
 	r.runs, r.loads = []conntrackRun{empty, full}, append(loads, loadAverage())
@@ -89,14 +89,14 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 // conntrackRun times deletions, then runs the trials and collects how long
 // the agents' own deletions took at the takeovers.
 func (b *bench) conntrackRun(t *testing.T, f fault, vip netip.Addr, trials int) conntrackRun {
-	r := conntrackRun{deletions: deletionTimes(t, b.LBs[1], vip, 5)}
-	seen := make([]int, len(b.LBs))
-	for i := range b.LBs {
-		seen[i] = len(agentDeletions(t, b.Agent(i).LogPath))
+	r := conntrackRun{deletions: deletionTimes(t, b.lbs[1], vip, 5)}
+	seen := make([]int, len(b.lbs))
+	for i := range b.lbs {
+		seen[i] = len(agentDeletions(t, b.env.Agent(i).LogPath))
 	}
 	r.scenario = b.run(t, "groundcloud", f, vip, trials)
-	for i := range b.LBs {
-		r.inAgent = append(r.inAgent, agentDeletions(t, b.Agent(i).LogPath)[seen[i]:]...)
+	for i := range b.lbs {
+		r.inAgent = append(r.inAgent, agentDeletions(t, b.env.Agent(i).LogPath)[seen[i]:]...)
 	}
 	return r
 }

@@ -17,8 +17,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/internal/availability"
+	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/sandbox"
 	"github.com/groundcloud/groundcloud/internal/testbed"
@@ -56,31 +59,34 @@ type scenario struct {
 	trials      []trial
 }
 
-// TestFailoverBenchmark measures, for groundcloud and for keepalived with
-// its default timers on the same hosts and data plane, how long new
-// connections fail when the host holding a virtual IP fails, and whether
-// long-lived connections survive. See docs/benchmarks.md.
+// TestFailoverBenchmark measures, on the real cluster, for groundcloud
+// (passthrough forwarding, the default, and proxy forwarding) and for
+// keepalived with its default timers on the same hosts and data plane, how
+// long new connections fail when the load-balancer host holding a virtual
+// IP fails, and whether long-lived connections survive. See
+// docs/benchmarks.md.
 func TestFailoverBenchmark(t *testing.T) {
 	skipUnlessBench(t)
 	trials := 10
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
+	b := startClusterBench(t)
+	vips := b.deployFailover(t)
 	var results []scenario
 	t.Run("groundcloud", func(t *testing.T) {
-		b := startBench(t, groundcloudArgs(t))
-		vip := b.createService(t)
-		d := daemon{
-			kill:    func(t *testing.T, i int) { killGroup(t, b.Agent(i)) },
-			restart: func(t *testing.T, i int) { must(t, b.StartAgent(t.Context(), i)) },
-		}
-		for _, f := range b.faults(d) {
-			results = append(results, b.run(t, "groundcloud", f, vip, trials))
+		b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String())
+		d := daemon{kill: b.killAgent, restart: b.agentBack}
+		for _, impl := range []string{implPassthrough, implProxy} {
+			for _, f := range b.faults(d) {
+				results = append(results, b.run(t, impl, f, vips[impl], trials))
+			}
 		}
 	})
 	t.Run("keepalived", func(t *testing.T) {
-		b := startBench(t, func(*sandbox.Env, int) []string { return []string{"--vip-ownership=none"} })
-		vip := b.createService(t)
+		// The agents program the same data plane and hold no address.
+		b.setAgentArgs(t, "--vip-ownership=none")
+		vip := vips[implPassthrough]
 		ka := b.startKeepalived(t, vip)
 		d := daemon{
 			kill:    func(t *testing.T, i int) { killGroup(t, ka.procs[i]) },
@@ -96,6 +102,165 @@ func TestFailoverBenchmark(t *testing.T) {
 	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
 		must(t, writeSection(path, "## Failover", failoverSection(t, results, trials)))
 		t.Logf("wrote the Failover section of %s", path)
+	}
+}
+
+// The groundcloud scenarios, named by forwarding mode.
+const (
+	implPassthrough = "groundcloud"
+	implProxy       = "groundcloud-proxy"
+)
+
+// bench is a failover test bed: load-balancer hosts, a client, and a
+// record of who holds which address.
+type bench struct {
+	lbs     []*lab.Host
+	client  *lab.Host
+	holders *availability.Holders
+	// setLink plugs or pulls load-balancer host i's cable.
+	setLink func(i int, up bool) error
+	// c is the real cluster (startClusterBench); env the simulated nodes'
+	// sandbox, whose agents are processes (startBench).
+	c   *cluster.Cluster
+	env *sandbox.Env
+	// restarts are the agents' restart counts before killAgent.
+	restarts map[int]int32
+}
+
+func (b *bench) watchHolders(t *testing.T) {
+	t.Helper()
+	holders, err := availability.WatchHolders(b.lbs, 10*time.Millisecond)
+	must(t, err)
+	b.holders = holders
+	t.Cleanup(holders.Stop)
+}
+
+// startClusterBench starts the real cluster: 2 dedicated load-balancer
+// hosts, 2 workers, a client.
+func startClusterBench(t *testing.T) *bench {
+	t.Helper()
+	c := cluster.StartT(t, cluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	b := &bench{c: c, client: c.Clients["client"]}
+	var nodes []*cluster.Node
+	for _, n := range c.Nodes {
+		if n.LoadBalancer {
+			nodes = append(nodes, n)
+			b.lbs = append(b.lbs, n.Host)
+		}
+	}
+	b.setLink = func(i int, up bool) error { return nodes[i].SetLink(up) }
+	b.watchHolders(t)
+	return b
+}
+
+// deployFailover runs groundcloud-echo on both workers and two
+// LoadBalancer Services in front of their line echo on port 80, one with
+// passthrough forwarding (the pool's default), one with proxy forwarding.
+func (b *bench) deployFailover(t *testing.T) map[string]netip.Addr {
+	t.Helper()
+	ctx := t.Context()
+	d := b.c.EchoDeployment("default", "failover", 2)
+	d.Spec.Template.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule,
+		NodeTaintsPolicy: ptr.To(v1.NodeInclusionPolicyHonor),
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "failover"}},
+	}}
+	_, err := b.c.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	must(t, err)
+	vips := map[string]netip.Addr{}
+	for impl, forwarding := range map[string]string{implPassthrough: "passthrough", implProxy: "proxy"} {
+		svc := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: impl, Namespace: "default",
+				Annotations: map[string]string{"groundcloud.io/forwarding": forwarding}},
+			Spec: v1.ServiceSpec{
+				Type:     v1.ServiceTypeLoadBalancer,
+				Selector: map[string]string{"app": "failover"},
+				Ports: []v1.ServicePort{{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80,
+					TargetPort: intstr.FromInt32(cluster.EchoLinesPort)}},
+			},
+		}
+		_, err := b.c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		must(t, err)
+		vip, err := b.c.WaitLoadBalancerIP(ctx, "default", impl)
+		must(t, err)
+		vips[impl] = vip
+	}
+	must(t, b.c.WaitDeploymentReady(ctx, "default", "failover"))
+	return vips
+}
+
+// setAgentArgs gives the agent DaemonSet's container the arguments of
+// deploy/ plus extra (an extra --vip-ownership replaces deploy/'s) and
+// waits until every agent runs them.
+func (b *bench) setAgentArgs(t *testing.T, extra ...string) {
+	t.Helper()
+	ctx := t.Context()
+	dsets := b.c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem)
+	ds, err := dsets.Get(ctx, "groundcloud-agent", metav1.GetOptions{})
+	must(t, err)
+	ctr := &ds.Spec.Template.Spec.Containers[0]
+	if ds.Annotations["groundcloud.io/bench-base-args"] == "" {
+		if ds.Annotations == nil {
+			ds.Annotations = map[string]string{}
+		}
+		ds.Annotations["groundcloud.io/bench-base-args"] = strings.Join(ctr.Args, "\n")
+	}
+	args := strings.Split(ds.Annotations["groundcloud.io/bench-base-args"], "\n")
+	for _, e := range extra {
+		flag, _, _ := strings.Cut(e, "=")
+		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
+	}
+	ctr.Args = append(args, extra...)
+	ds, err = dsets.Update(ctx, ds, metav1.UpdateOptions{})
+	must(t, err)
+	generation := ds.Generation
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ds, err = dsets.Get(ctx, "groundcloud-agent", metav1.GetOptions{})
+		must(t, err)
+		st := ds.Status
+		if st.ObservedGeneration >= generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
+			st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0 {
+			t.Logf("agents run with %s", strings.Join(extra, " "))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agents not rolled out with %v within 5 minutes: %+v", extra, st)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// killAgent crashes the agent's container on load-balancer host i.
+func (b *bench) killAgent(t *testing.T, i int) {
+	t.Helper()
+	name := b.lbs[i].Name
+	pod, id, err := b.c.AgentContainer(t.Context(), name)
+	must(t, err)
+	if b.restarts == nil {
+		b.restarts = map[int]int32{}
+	}
+	b.restarts[i] = pod.Status.ContainerStatuses[0].RestartCount
+	must(t, b.c.Node(name).KillContainer(t.Context(), id))
+}
+
+// agentBack waits until the kubelet has restarted the agent killed on
+// host i and it is ready again.
+func (b *bench) agentBack(t *testing.T, i int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		pod, _, err := b.c.AgentContainer(t.Context(), b.lbs[i].Name)
+		if err == nil && len(pod.Status.ContainerStatuses) > 0 {
+			st := pod.Status.ContainerStatuses[0]
+			if st.RestartCount > b.restarts[i] && st.Ready {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent on %s is not back within 3 minutes (%v)", b.lbs[i].Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -116,11 +281,9 @@ func groundcloudArgs(t *testing.T) func(*sandbox.Env, int) []string {
 	}
 }
 
-type bench struct {
-	*sandbox.Env
-	holders *availability.Holders
-}
-
+// startBench starts the simulated nodes' sandbox (the conntrack benchmark
+// measures the load-balancer hosts' own tables, where the backends do not
+// matter), with agents as processes.
 func startBench(t *testing.T, agentArgs func(*sandbox.Env, int) []string) *bench {
 	t.Helper()
 	tools, err := testbed.ToolsDir(t.Context())
@@ -137,13 +300,7 @@ func startBench(t *testing.T, agentArgs func(*sandbox.Env, int) []string) *bench
 		Logf:          t.Logf,
 	})
 	must(t, err)
-	holders, err := availability.WatchHolders(e.LBs, 10*time.Millisecond)
-	if err != nil {
-		_ = e.Close()
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		holders.Stop()
 		if t.Failed() {
 			for i, h := range e.LBs {
 				t.Logf("last lines of the agent on %s:\n%s", h.Name, testbed.LogTail(e.Agent(i).LogPath, 40))
@@ -153,9 +310,13 @@ func startBench(t *testing.T, agentArgs func(*sandbox.Env, int) []string) *bench
 			t.Error(err)
 		}
 	})
-	return &bench{Env: e, holders: holders}
+	b := &bench{env: e, lbs: e.LBs, client: e.Clients["client"]}
+	b.setLink = func(i int, up bool) error { return e.LBs[i].SetLink(up) }
+	b.watchHolders(t)
+	return b
 }
 
+// createService creates the sandbox bench's LoadBalancer Service.
 func (b *bench) createService(t *testing.T) netip.Addr {
 	t.Helper()
 	svc := &v1.Service{
@@ -166,7 +327,7 @@ func (b *bench) createService(t *testing.T) netip.Addr {
 			Ports:    []v1.ServicePort{{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, NodePort: benchNodePort}},
 		},
 	}
-	return createLoadBalancer(t, b.Env, svc)
+	return createLoadBalancer(t, b.env, svc)
 }
 
 // faults are the failures of one trial: the owner's link goes down (a
@@ -176,8 +337,8 @@ func (b *bench) faults(d daemon) []fault {
 	return []fault{
 		{
 			name:    "link-down",
-			inject:  func(t *testing.T, i int) { must(t, b.LBs[i].SetLink(false)) },
-			restore: func(t *testing.T, i int) { must(t, b.LBs[i].SetLink(true)) },
+			inject:  func(t *testing.T, i int) { must(t, b.setLink(i, false)) },
+			restore: func(t *testing.T, i int) { must(t, b.setLink(i, true)) },
 		},
 		{name: "kill-9", inject: d.kill, restore: d.restart},
 	}
@@ -200,8 +361,8 @@ func (b *bench) run(t *testing.T, impl string, f fault, vip netip.Addr, trials i
 func (b *bench) trial(t *testing.T, f fault, vip netip.Addr, home string) trial {
 	t.Helper()
 	owner := b.settled(t, vip, home)
-	i := slices.IndexFunc(b.LBs, func(h *lab.Host) bool { return h.Name == owner })
-	c, err := availability.Start(t.Context(), availability.Options{From: b.Clients["client"], To: netip.AddrPortFrom(vip, 80)})
+	i := slices.IndexFunc(b.lbs, func(h *lab.Host) bool { return h.Name == owner })
+	c, err := availability.Start(t.Context(), availability.Options{From: b.client, To: netip.AddrPortFrom(vip, 80)})
 	must(t, err)
 	time.Sleep(time.Second)
 	start := time.Now()
@@ -271,8 +432,8 @@ type keepalived struct {
 
 func (b *bench) startKeepalived(t *testing.T, vip netip.Addr) *keepalived {
 	t.Helper()
-	ka := &keepalived{b: b, dir: t.TempDir(), procs: make([]*lab.Process, len(b.LBs))}
-	for i, h := range b.LBs {
+	ka := &keepalived{b: b, dir: t.TempDir(), procs: make([]*lab.Process, len(b.lbs))}
+	for i, h := range b.lbs {
 		prio := 100
 		if i == 0 {
 			prio = 150
@@ -306,7 +467,7 @@ vrrp_instance groundcloud_bench {
 
 func (ka *keepalived) start(t *testing.T, i int) {
 	t.Helper()
-	h := ka.b.LBs[i]
+	h := ka.b.lbs[i]
 	file := func(ext string) string { return filepath.Join(ka.dir, h.Name+ext) }
 	p, err := h.Start(context.Background(), file(".log"), "keepalived",
 		"--dont-fork", "--log-console", "--log-detail", "--vrrp",

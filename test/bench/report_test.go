@@ -109,30 +109,40 @@ func summary(results []scenario) string {
 const method = `
 ### Method
 
-- Topology: the sandbox (internal/sandbox) in network namespaces on one
-  bridge: 2 load-balancer hosts, 3 nodes, 1 client; a real etcd,
-  kube-apiserver and controller manager; one LoadBalancer Service with one
-  TCP port. Every load-balancer host runs the real agent, which programs
-  the same nftables rules everywhere (same hash seed and buckets, SNAT to
-  the virtual IP; net.netfilter.nf_conntrack_tcp_loose is 1).
-- groundcloud: agents with ` + "`--vip-ownership=memberlist`" + ` and the default
-  failure detection (probe every 200 ms, 100 ms timeout, suspicion 2 probe
-  intervals); ` + "`--ownership-hold-down=3s`" + ` only shortens the return between
-  trials.
+- Topology: the real cluster (internal/cluster) in network namespaces on
+  one bridge: etcd, kube-apiserver, kube-controller-manager,
+  kube-scheduler; containerd, kubelet and kube-proxy (nftables) in every
+  node; groundcloud installed from deploy/. 2 dedicated load-balancer
+  hosts (Nodes, tainted and excluded from backends) run the agent
+  DaemonSet; 2 workers run one groundcloud-echo Pod each; 1 client. Two
+  LoadBalancer Services (TCP port 80 to the Pods' line echo,
+  externalTrafficPolicy Cluster): one with passthrough forwarding (the
+  pool's default; "groundcloud" below: the load-balancer host forwards
+  packets unchanged and keeps no per-flow state), one with proxy
+  forwarding ("groundcloud-proxy": DNAT and SNAT on the load-balancer
+  host, the same buckets everywhere, net.netfilter.nf_conntrack_tcp_loose
+  1). The kubelets restart a killed container after at most 2 s
+  (crashLoopBackOff.maxContainerRestartPeriod).
+- groundcloud: the agents of deploy/ (` + "`--vip-ownership=memberlist`" + `, default
+  failure detection: probe every 200 ms, 100 ms timeout, suspicion 2 probe
+  intervals) plus ` + "`--ownership-hold-down=3s`" + `, which only shortens the
+  return between trials.
 - keepalived: the Debian package, VRRP only, in each load-balancer host's
-  namespace, holding the virtual IP with its default timers (advert_int 1,
-  preemption, default gratuitous ARP settings); priority 150 on lb-1, 100 on
-  lb-2. The agents run with ` + "`--vip-ownership=none`" + `: they program the
-  same data plane and hold no address.
+  namespace, holding the passthrough Service's virtual IP with its default
+  timers (advert_int 1, preemption, default gratuitous ARP settings);
+  priority 150 on lb-1, 100 on lb-2. The agents run with
+  ` + "`--vip-ownership=none`" + `: they program the same data plane and hold no
+  address.
 - Client: from the client host, a new TCP connection to the virtual IP
-  every 20 ms, each successful when connected and greeted by a node within
+  every 20 ms, each successful when connected and greeted by a Pod within
   500 ms (shorter than TCP's first SYN retransmission, so an attempt says
   whether its first SYN was answered); and 4 long-lived connections, each
-  sending a line every 100 ms that the node echoes.
+  sending a line every 100 ms that the Pod echoes.
 - Faults, each on the host holding the address: link-down sets its link
   down (a dead host or a pulled cable; restored by setting it up again);
-  kill-9 sends SIGKILL to the process group of the daemon that holds the
-  address (groundcloud-agent or keepalived) and starts it again afterwards.
+  kill-9 sends SIGKILL to the daemon that holds the address (the agent's
+  container, which its kubelet restarts, or keepalived's process group,
+  started again afterwards).
   A killed daemon leaves the address and the nftables rules in its
   kernel, so that host keeps forwarding what still reaches it.
 - Gap: from the start of the first failed new connection to the start of
@@ -141,7 +151,8 @@ const method = `
   failed one. Takeover: from the fault until another host held the address.
 - Between trials the fault is undone and the address goes back to its
   first holder (groundcloud after its hold-down, keepalived by preemption).
-- Why a held connection can break on a takeover: the new holder may still
+- Why a held connection can break on a takeover with proxy forwarding
+  (passthrough keeps no conntrack entry on the load-balancer host): the new holder may still
   have a conntrack entry from the last time it held the address, for the
   same client address and port (a short connection from an earlier trial,
   in TIME_WAIT for 120 s). A packet of the live connection arriving in
