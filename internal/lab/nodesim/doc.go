@@ -8,9 +8,9 @@
 // controller-manager and agent scenarios of test/e2e that assert objects,
 // Events and agent behaviour (requests refused, hand edits, orphaned
 // addresses, gossip cut between hosts, agents restarted with other flags),
-// the scale benchmark's 100 nodes, and the data-plane and failover
-// benchmarks, which compare the data plane with a plain router, direct
-// access and HAProxy to the same listeners.
+// the scale benchmark's 100 nodes and the full-conntrack failover
+// benchmark (which measures the load-balancer hosts' own tables). The
+// data-plane and failover benchmarks run on the real cluster.
 //
 // It answers on NodePorts with the node's name and the client's address as
 // the node saw it (so tests can tell SNAT from no NAT), and answers health
