@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,11 @@ type Cluster struct {
 	CP     *testbed.ControlPlane
 	Client kubernetes.Interface
 	Lab    *lab.Lab
-	// Nodes are the load-balancer hosts, then the workers.
-	Nodes   []*Node
+	// Nodes are the load-balancer hosts, then the workers, then the late
+	// workers that have joined (Join).
+	Nodes []*Node
+	// late are the late workers that have not joined yet.
+	late    []*Node
 	Clients map[string]*lab.Host
 	Images  Images
 	// APIServer is where nodes and Pods reach the apiserver: the
@@ -42,7 +46,8 @@ type Cluster struct {
 	CloudConfig string
 
 	lock       *HostLock
-	hostBefore HostState // with Options.CheckHost
+	hostBefore HostState  // with Options.CheckHost
+	mu         sync.Mutex // closers, appended to by nodes starting at once
 	closers    []func() error
 	// nodeNetns identify the nodes' network namespaces as /proc/<pid>/ns/net
 	// reads ("net:[<inode>]"), to find what was left in them.
@@ -156,11 +161,14 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 			return err
 		}
 	}
-	for i := 1; i <= o.Workers; i++ {
+	for i := 1; i <= o.Workers+o.LateWorkers; i++ {
 		if err := add("node-"+strconv.Itoa(i), false); err != nil {
 			return err
 		}
 	}
+	// The late workers wait outside Nodes until they join.
+	k := o.LBHosts + o.Workers
+	c.Nodes, c.late = c.Nodes[:k:k], c.Nodes[k:]
 	for _, name := range o.Clients {
 		h, err := l.AddHost(ctx, name, lab.HostOptions{})
 		if err != nil {
@@ -216,47 +224,85 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 }
 
 // startNodes gives every node its way to the apiserver and to Services,
-// then starts them all at once.
+// then starts them all at once (the late workers at Join).
 func (c *Cluster) startNodes(ctx context.Context) error {
-	svc, _ := parseCIDRs("", c.Opts.ServiceCIDR)
-	for _, n := range c.Nodes {
-		h := n.Host
-		if err := h.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), 32)); err != nil {
-			return err
-		}
-		f, err := h.Forward(context.Background(), c.APIServer.String(), c.CP.URL[len("https://"):])
-		if err != nil {
-			return err
-		}
-		c.closers = append(c.closers, f.Close)
-		n.apiRelay = f
-		// Processes on the host network reach Services by kube-proxy's
-		// DNAT in OUTPUT, after a route lookup that must succeed first:
-		// a node has no default route here.
-		n.serviceRoutes = svc
-		if err := n.addServiceRoutes(); err != nil {
-			return err
-		}
-	}
-	c.logf("starting containerd and kubelet on %d nodes", len(c.Nodes))
+	nodes := c.Nodes
+	c.logf("starting containerd and kubelet on %d nodes", len(nodes))
 	began := time.Now()
 	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		c.closers = append(c.closers, n.stop)
-		wg.Go(func() { errs[i] = n.start(ctx, c) })
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = c.startNode(ctx, n) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	c.logf("%d kubelets started, images imported, in %v", len(c.Nodes), time.Since(began).Round(time.Second))
+	c.logf("%d kubelets started, images imported, in %v", len(nodes), time.Since(began).Round(time.Second))
 	return nil
 }
 
-// Node returns the node with the given name, or nil.
+// startNode gives a node its way to the apiserver and to Services and
+// starts its containerd and kubelet.
+func (c *Cluster) startNode(ctx context.Context, n *Node) error {
+	h := n.Host
+	if err := h.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), 32)); err != nil {
+		return err
+	}
+	f, err := h.Forward(context.Background(), c.APIServer.String(), c.CP.URL[len("https://"):])
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.closers = append(c.closers, f.Close, n.stop)
+	c.mu.Unlock()
+	n.apiRelay = f
+	// Processes on the host network reach Services by kube-proxy's DNAT in
+	// OUTPUT, after a route lookup that must succeed first: a node has no
+	// default route here.
+	n.serviceRoutes, _ = parseCIDRs("", c.Opts.ServiceCIDR)
+	if err := n.addServiceRoutes(); err != nil {
+		return err
+	}
+	return n.start(ctx, c)
+}
+
+// Join starts a late worker (Options.LateWorkers): its containerd and
+// kubelet, which registers the Node; it returns once the Node is Ready and
+// initialised by groundcloud's controller manager and kube-proxy and
+// groundcloud-router run on it.
+func (c *Cluster) Join(ctx context.Context, name string) error {
+	i := slices.IndexFunc(c.late, func(n *Node) bool { return n.Name == name })
+	if i < 0 {
+		return fmt.Errorf("cluster: %s is not a late worker that has not joined", name)
+	}
+	n := c.late[i]
+	began := time.Now()
+	if err := c.startNode(ctx, n); err != nil {
+		return err
+	}
+	c.late = slices.Delete(c.late, i, i+1)
+	c.Nodes = append(c.Nodes, n)
+	cidrs, err := c.waitPodCIDRs(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	if err := n.writeCNIConfig(cidrs); err != nil {
+		return err
+	}
+	if err := c.poll(ctx, "nodes Ready and initialised", c.nodesReady); err != nil {
+		return err
+	}
+	if err := c.poll(ctx, "components running", c.componentsReady); err != nil {
+		return err
+	}
+	c.logf("%s joined in %v", name, time.Since(began).Round(time.Second))
+	return nil
+}
+
+// Node returns the node with the given name (a late worker too), or nil.
 func (c *Cluster) Node(name string) *Node {
-	for _, n := range c.Nodes {
+	for _, n := range slices.Concat(c.Nodes, c.late) {
 		if n.Name == name {
 			return n
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -157,12 +158,13 @@ images:
 	return b.String(), nil
 }
 
-// cloudConfig is the controller manager's cloud-config: every node as a
-// machine with its lab addresses, pool "default", and pod routes.
+// cloudConfig is the controller manager's cloud-config: every node (the
+// late workers too) as a machine with its lab addresses, pool "default",
+// and pod routes.
 func (c *Cluster) cloudConfig() string {
 	var b strings.Builder
 	b.WriteString("[Global]\nregion = lab\n\n")
-	for _, n := range c.Nodes {
+	for _, n := range slices.Concat(c.Nodes, c.late) {
 		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninstance-type = netns\ninternal-ip = %s\n", n.Name, n.Host.Addr4)
 		if c.dualStack() {
 			fmt.Fprintf(&b, "internal-ip = %s\n", n.Host.Addr6)

@@ -45,6 +45,11 @@ type Options struct {
 	// hosts, as docs/install.md describes.
 	Workers, LBHosts int
 	SharedLBHosts    bool
+	// LateWorkers are more workers (named after the others) whose machines
+	// exist from the start, in the lab and in the inventory, but whose
+	// containerd and kubelet start only at Cluster.Join: nodes joining a
+	// running cluster.
+	LateWorkers int
 	// Clients are hosts that are not nodes (default "client").
 	Clients []string
 
@@ -137,6 +142,9 @@ func (o Options) Validate() error {
 	}
 	if o.Workers < 1 || o.Workers > 20 {
 		errs = append(errs, fmt.Errorf("Workers %d: want 1 to 20", o.Workers))
+	}
+	if o.LateWorkers < 0 || o.Workers+o.LateWorkers > 20 {
+		errs = append(errs, fmt.Errorf("LateWorkers %d: want 0 to %d", o.LateWorkers, 20-o.Workers))
 	}
 	if o.LBHosts < 1 || o.LBHosts > 8 {
 		errs = append(errs, fmt.Errorf("LBHosts %d: want 1 to 8", o.LBHosts))

@@ -154,7 +154,8 @@ func hasTaint(n *corev1.Node, key string) bool {
 // that do not run everywhere they should yet.
 func (c *Cluster) componentsReady(ctx context.Context) (string, error) {
 	var missing []string
-	want := map[string]int32{"kube-proxy": int32(len(c.Nodes)), "groundcloud-router": int32(len(c.Nodes)), "groundcloud-agent": int32(c.Opts.LBHosts)}
+	nodes := int32(len(c.Nodes))
+	want := map[string]int32{"kube-proxy": nodes, "groundcloud-router": nodes, "groundcloud-agent": int32(c.Opts.LBHosts)}
 	for name, n := range want {
 		ds, err := c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

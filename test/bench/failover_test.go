@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/internal/availability"
@@ -196,22 +198,30 @@ func (b *bench) setAgentArgs(t *testing.T, extra ...string) {
 	t.Helper()
 	ctx := t.Context()
 	dsets := b.c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem)
-	ds, err := dsets.Get(ctx, "groundcloud-agent", metav1.GetOptions{})
-	must(t, err)
-	ctr := &ds.Spec.Template.Spec.Containers[0]
-	if ds.Annotations["groundcloud.io/bench-base-args"] == "" {
-		if ds.Annotations == nil {
-			ds.Annotations = map[string]string{}
+	var ds *appsv1.DaemonSet
+	// The DaemonSet controller writes the object too: read again on a
+	// conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if ds, err = dsets.Get(ctx, "groundcloud-agent", metav1.GetOptions{}); err != nil {
+			return err
 		}
-		ds.Annotations["groundcloud.io/bench-base-args"] = strings.Join(ctr.Args, "\n")
-	}
-	args := strings.Split(ds.Annotations["groundcloud.io/bench-base-args"], "\n")
-	for _, e := range extra {
-		flag, _, _ := strings.Cut(e, "=")
-		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
-	}
-	ctr.Args = append(args, extra...)
-	ds, err = dsets.Update(ctx, ds, metav1.UpdateOptions{})
+		ctr := &ds.Spec.Template.Spec.Containers[0]
+		if ds.Annotations["groundcloud.io/bench-base-args"] == "" {
+			if ds.Annotations == nil {
+				ds.Annotations = map[string]string{}
+			}
+			ds.Annotations["groundcloud.io/bench-base-args"] = strings.Join(ctr.Args, "\n")
+		}
+		args := strings.Split(ds.Annotations["groundcloud.io/bench-base-args"], "\n")
+		for _, e := range extra {
+			flag, _, _ := strings.Cut(e, "=")
+			args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
+		}
+		ctr.Args = append(args, extra...)
+		ds, err = dsets.Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
 	must(t, err)
 	generation := ds.Generation
 	deadline := time.Now().Add(5 * time.Minute)

@@ -29,9 +29,11 @@ import (
 // load-balancer scenarios on the path users run, client → VIP → a node's
 // kube-proxy → a Pod (lb_test.go): every connection answered also when the
 // holder is a Node, UDP, IPv6, Local policy by where the Pods run, a node
-// drained by kube-proxy's own health, source ranges, pod routes, the
-// holder's agent killed and its link cut with a long-lived connection
-// open; then that stopping the cluster left the machine as it was.
+// drained by kube-proxy's own health, source ranges, pod routes, a worker
+// joining the running cluster (its kubelet started late) and becoming a
+// backend, the holder's agent killed and its link cut with a long-lived
+// connection open; then that stopping the cluster left the machine as it
+// was.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs a real cluster")
@@ -51,6 +53,7 @@ func TestCluster(t *testing.T) {
 	c, err := cluster.Start(t.Context(), cluster.Options{
 		Dir: t.TempDir(), ToolsDir: tools, CheckHost: true, Logf: t.Logf,
 		LBHosts: 2, SharedLBHosts: true, Clients: []string{"client", "outsider"},
+		LateWorkers: 1, // node-3, which joins the running cluster
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +83,8 @@ func TestCluster(t *testing.T) {
 	withWeb("pod routes", func(t *testing.T, s *lbScenario) { checkPodRoutes(t, c, s) })
 	withWeb("node drained by kube-proxy's health", func(t *testing.T, s *lbScenario) { checkDrainedNode(t, c, s) })
 	withWeb("node excluded by label", func(t *testing.T, s *lbScenario) { checkExcludedNode(t, c, s) })
-	t.Run("externalTrafficPolicy Local", func(t *testing.T) { checkLocalPolicy(t, c) })
+	var local *lbScenario
+	t.Run("externalTrafficPolicy Local", func(t *testing.T) { local = checkLocalPolicy(t, c) })
 	t.Run("source ranges", func(t *testing.T) { checkSourceRanges(t, c) })
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })
@@ -89,6 +93,12 @@ func TestCluster(t *testing.T) {
 	// Its last check pulls a cable.
 	withWeb("pod network back", func(t *testing.T, s *lbScenario) { waitPodNetwork(t, c, s) })
 	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
+	t.Run("a node joining the running cluster", func(t *testing.T) {
+		if local == nil {
+			t.Fatal("needs the Local scenario, which failed")
+		}
+		checkNodeJoins(t, c, local, web, "node-3")
+	})
 	// Failovers with a Local Service on the workers: see deployOnWorkers.
 	steady := deployOnWorkers(t, c, "steady")
 	t.Run("agent container killed", func(t *testing.T) { checkFailover(t, c, dyn, steady) })

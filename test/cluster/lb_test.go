@@ -360,38 +360,69 @@ func checkUDP(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 // checkLocalPolicy: with externalTrafficPolicy Local, the nodes that get
 // connections are those whose healthCheckNodePort kube-proxy answers with
 // a local endpoint: where the Pod runs. Moving the Pod moves the traffic.
-func checkLocalPolicy(t *testing.T, c *cluster.Cluster) {
+func checkLocalPolicy(t *testing.T, c *cluster.Cluster) *lbScenario {
 	ctx := t.Context()
 	on := func(node string) map[string]string { return map[string]string{corev1.LabelHostname: node} }
 	s := deploy(t, c, "local", 1, on("node-2"), func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	})
 	client := lbClient(c.Clients["client"])
-	u := url(s.vip(t, false))
-	waitServing(t, client, u)
-	expectOnly := func(node string) {
-		t.Helper()
-		var got map[string]int
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			got = map[string]int{}
-			for range 20 {
-				a, err := get(ctx, client, u)
-				if err != nil {
-					got["error"]++
-					continue
-				}
-				got[a.node]++
-			}
-			return got[node] == 20, nil
-		})
-		if err != nil {
-			t.Fatalf("answers through %s by node %v, want all 20 from %s", u, got, node)
-		}
-	}
-	expectOnly("node-2")
+	waitServing(t, client, url(s.vip(t, false)))
+	expectOnly(t, client, url(s.vip(t, false)), "node-2")
 
 	moveTo(ctx, t, c, s.name, "node-1")
-	expectOnly("node-1")
+	expectOnly(t, client, url(s.vip(t, false)), "node-1")
+	return s
+}
+
+// expectOnly waits until 20 connections in a row through u are all
+// answered by a Pod on node.
+func expectOnly(t *testing.T, client *http.Client, u, node string) {
+	t.Helper()
+	var got map[string]int
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got = map[string]int{}
+		for range 20 {
+			a, err := get(ctx, client, u)
+			if err != nil {
+				got["error"]++
+				continue
+			}
+			got[a.node]++
+		}
+		return got[node] == 20, nil
+	})
+	if err != nil {
+		t.Fatalf("answers through %s by node %v, want all 20 from %s", u, got, node)
+	}
+}
+
+// checkNodeJoins: a worker whose kubelet starts while the cluster runs
+// registers, is initialised by groundcloud's controller manager and
+// becomes a backend of every Service: a Local Service whose Pod moves onto
+// it is answered from it alone (its kube-proxy's healthCheckNodePort
+// reports the Pod), and connections to a Cluster Service reach it as
+// well.
+func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, node string) {
+	ctx := t.Context()
+	if err := c.Join(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	checkNodeInitialised(t, c, node)
+	client := lbClient(c.Clients["client"])
+	moveTo(ctx, t, c, local.name, node)
+	expectOnly(t, client, url(local.vip(t, false)), node)
+
+	r := newReceivers(t, c)
+	var got map[string]int
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got = survey(t, client, r, url(web.vip(t, false)), 32)
+		return got[node] > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("connections through %s received by node %v, none by the new %s", url(web.vip(t, false)), got, node)
+	}
+	t.Logf("connections through %s received by node: %v", url(web.vip(t, false)), got)
 }
 
 // checkDrainedNode: a node that kube-proxy reports as not eligible (the
