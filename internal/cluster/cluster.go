@@ -191,7 +191,7 @@ func nodeUser(name string) string { return "system:node:" + name }
 
 func (c *Cluster) startControlPlane(ctx context.Context) error {
 	users := []testbed.User{}
-	for _, n := range c.Nodes {
+	for _, n := range slices.Concat(c.Nodes, c.late) {
 		users = append(users, testbed.User{Name: nodeUser(n.Name), Groups: []string{"system:nodes"}})
 	}
 	c.logf("starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler")
