@@ -209,7 +209,9 @@ func TestKernelPassthrough(t *testing.T) {
 		const nobody = "02:00:5e:00:53:99"
 		for _, vip := range []netip.Addr{labVIP, labVIP6} {
 			runIn(t, client, "ip", "neigh", "replace", vip.String(), "lladdr", nobody, "dev", client.Iface, "nud", "permanent")
-			t.Cleanup(func() { _ = client.Command(context.Background(), "ip", "neigh", "del", vip.String(), "dev", client.Iface).Run() })
+			t.Cleanup(func() {
+				_ = client.Command(context.Background(), "ip", "neigh", "del", vip.String(), "dev", client.Iface).Run()
+			})
 		}
 		before := counters(t, lb)
 		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
