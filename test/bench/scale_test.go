@@ -13,12 +13,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
-	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/availability"
 	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/sandbox"
 )
 
@@ -64,8 +61,7 @@ type agentRestart struct {
 }
 
 type churnResult struct {
-	objects time.Duration // until every LoadBalancer's backends reflected it
-	ruleset time.Duration // until every service chain in the agent's table did
+	ruleset time.Duration // until every service chain in the agent's table reflected it
 	writes  writes
 }
 
@@ -318,7 +314,8 @@ func (s *scaleEnv) sampleVIPs(t *testing.T) []netip.AddrPort {
 }
 
 // churn adds a real node host and later removes it, and measures when the
-// LoadBalancer objects and the agent's ruleset reflect each.
+// agent's ruleset reflects each and what each wrote to the apiserver (the
+// LoadBalancer objects do not list nodes: nothing, but the Node itself).
 func (s *scaleEnv) churn(t *testing.T, r *scaleResult) {
 	ctx := t.Context()
 	const name = "node-churn"
@@ -342,8 +339,6 @@ func (s *scaleEnv) churn(t *testing.T, r *scaleResult) {
 	must(t, os.WriteFile(s.CloudConfig, cfg, 0o644))
 	time.Sleep(2 * time.Second) // --cloud-config-reload-interval=500ms
 
-	lbs := s.watchBackends(t, name)
-	defer lbs.stop()
 	for _, add := range []bool{true, false} {
 		before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 		must(t, err)
@@ -358,10 +353,6 @@ func (s *scaleEnv) churn(t *testing.T, r *scaleResult) {
 		if add {
 			want = scaleServices
 		}
-		if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool { return lbs.with() == want }) {
-			t.Fatalf("node %s (added: %v): %d LoadBalancers list it after 3 minutes, want %d", name, add, lbs.with(), want)
-		}
-		res.objects = lbs.last().Sub(start)
 		var n int
 		if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool {
 			n, err = s.chainsWith(ctx, h.Addr4)
@@ -378,65 +369,9 @@ func (s *scaleEnv) churn(t *testing.T, r *scaleResult) {
 			i = 1
 		}
 		r.churn[i] = res
-		t.Logf("node %s added=%v: every LoadBalancer after %s, every chain of the agent after %s; writes %s",
-			name, add, res.objects.Round(time.Millisecond), res.ruleset.Round(time.Millisecond), res.writes)
+		t.Logf("node %s added=%v: every chain of the agent after %s; writes %s",
+			name, add, res.ruleset.Round(time.Millisecond), res.writes)
 	}
-}
-
-// backendWatch follows, per LoadBalancer, whether node is a backend and
-// when that last changed.
-type backendWatch struct {
-	mu    sync.Mutex
-	node  string
-	has   map[string]bool
-	at    time.Time
-	stopF context.CancelFunc
-}
-
-func (s *scaleEnv) watchBackends(t *testing.T, node string) *backendWatch {
-	ctx, cancel := context.WithCancel(t.Context())
-	b := &backendWatch{node: node, has: map[string]bool{}, stopF: cancel}
-	inf := lbapi.NewInformer(s.dyn, 0)
-	see := func(obj any) {
-		lb, err := lbapi.FromUnstructured(obj)
-		if err != nil {
-			return
-		}
-		has := slices.ContainsFunc(lb.Spec.Backends, func(be v1alpha1.Backend) bool { return be.NodeName == node })
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.has[lb.Name] != has {
-			b.has[lb.Name], b.at = has, time.Now()
-		}
-	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, cur any) { see(cur) }})
-	must(t, err)
-	go inf.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		cancel()
-		t.Fatal("LoadBalancer informer did not sync")
-	}
-	return b
-}
-
-func (b *backendWatch) stop() { b.stopF() }
-
-func (b *backendWatch) with() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, has := range b.has {
-		if has {
-			n++
-		}
-	}
-	return n
-}
-
-func (b *backendWatch) last() time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.at
 }
 
 // more creates up to 4,000 more Services and measures time to address
