@@ -63,6 +63,7 @@ type agentRestart struct {
 
 type churnResult struct {
 	ruleset  time.Duration // until every service chain in the agent's table reflected it
+	missed   int           // chains that did not within churnWait (then ruleset is churnWait)
 	writes   writes
 	agentCPU time.Duration // the agent's CPU from the change until the writes were still
 }
@@ -317,6 +318,9 @@ func (s *scaleEnv) sampleVIPs(t *testing.T) []netip.AddrPort {
 	return out
 }
 
+// churnWait bounds the wait for the agent's ruleset after a node change.
+const churnWait = 3 * time.Minute
+
 // churnHost is a real node host for the node churn: nodesim runs on it
 // and the inventory lists it, but no Node is registered yet.
 type churnHost struct {
@@ -374,11 +378,12 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 			want = services
 		}
 		var n int
-		if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool {
+		if !pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
 			n, err = s.chainsWith(ctx, c.host.Addr4)
 			return err == nil && n == want
 		}) {
-			t.Fatalf("node %s (added: %v): %d service chains DNAT to it after 3 minutes, want %d (%v)", c.name, add, n, want, err)
+			res.missed = max(want-n, n-want)
+			t.Logf("node %s (added: %v): %d service chains DNAT to it after %s, want %d (%v)", c.name, add, n, churnWait, want, err)
 		}
 		res.ruleset = time.Since(start)
 		after, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
