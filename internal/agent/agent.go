@@ -143,9 +143,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	nodeInformer := a.nodes.Core().V1().Nodes().Informer()
 	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.runner.Request() },
+		AddFunc:    func(obj any) { a.onNode(obj) },
 		UpdateFunc: func(old, cur any) { a.onNodeUpdate(old, cur) },
-		DeleteFunc: func(any) { a.runner.Request() },
+		DeleteFunc: func(obj any) { a.onNode(obj) },
 	}); err != nil {
 		return err
 	}
@@ -196,6 +196,30 @@ func (a *Agent) onUpdate(old, cur any) {
 		return
 	}
 	a.runner.Request()
+}
+
+// onNode syncs when a Node that comes or goes is a backend: a node
+// registering (tainted until the cloud-node controller initialises it) or
+// an excluded one changes no load balancer, and a sync costs every
+// LoadBalancer's translation.
+func (a *Agent) onNode(obj any) {
+	if isBackend(obj) {
+		a.runner.Request()
+	}
+}
+
+// isBackend reports whether obj, a Node or the tombstone of one, is a
+// backend; anything else counts as one.
+func isBackend(obj any) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return true
+	}
+	_, is := backends.Of(n)
+	return is
 }
 
 // onNodeUpdate syncs when a Node's update changes whether or with which

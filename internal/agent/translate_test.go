@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/backends"
@@ -304,5 +307,29 @@ func TestTranslatePassthrough(t *testing.T) {
 	}
 	if ok, reason, msg := (hostReport{Programmed: true, Problems: got}).outcome(); ok || reason != ReasonNodeNotOnLink {
 		t.Errorf("outcome = %t, %s, %q; want false, %s", ok, reason, msg, ReasonNodeNotOnLink)
+	}
+}
+
+// TestIsBackend: the Node events that may change a load balancer.
+func TestIsBackend(t *testing.T) {
+	backend := nodeObjects(node("node-1", "192.0.2.11"))[0].(*corev1.Node)
+	tainted := backend.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule}}
+	for _, tc := range []struct {
+		name string
+		obj  any
+		want bool
+	}{
+		{name: "a backend", obj: backend, want: true},
+		{name: "a node not initialised yet", obj: tainted},
+		{name: "the tombstone of a backend", obj: cache.DeletedFinalStateUnknown{Key: "node-1", Obj: backend}, want: true},
+		{name: "the tombstone of another node", obj: cache.DeletedFinalStateUnknown{Key: "node-1", Obj: tainted}},
+		{name: "a tombstone without its object", obj: cache.DeletedFinalStateUnknown{Key: "node-1"}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isBackend(tc.obj); got != tc.want {
+				t.Errorf("isBackend = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
