@@ -27,7 +27,12 @@ type LoadBalancer struct {
 	Status LoadBalancerStatus `json:"status,omitempty"`
 }
 
-// LoadBalancerSpec is what the data plane must do for one Service.
+// LoadBalancerSpec is what the data plane must do for one Service. It names
+// no node: every agent applies the same rule to the Nodes it watches
+// (internal/backends), so that a node change writes no LoadBalancer.
+// Objects written by earlier versions listed the nodes in spec.backends; the field
+// is gone from the schema, so the apiserver drops it when it reads them
+// (see docs/install.md, "Upgrading").
 //
 // +kubebuilder:validation:XValidation:rule="self.externalTrafficPolicy != 'Local' || has(self.healthCheck)",message="externalTrafficPolicy Local needs a healthCheck"
 // +kubebuilder:validation:XValidation:rule="self.sessionAffinity == 'ClientIP' || !has(self.sessionAffinityTimeoutSeconds)",message="sessionAffinityTimeoutSeconds needs sessionAffinity ClientIP"
@@ -59,13 +64,6 @@ type LoadBalancerSpec struct {
 	// +listMapKey=port
 	// +listMapKey=protocol
 	Ports []Port `json:"ports"`
-
-	// Backends are the nodes traffic may go to.
-	// +kubebuilder:validation:MaxItems=5000
-	// +listType=map
-	// +listMapKey=nodeName
-	// +optional
-	Backends []Backend `json:"backends,omitempty"`
 
 	// HealthCheck is how agents probe each backend.
 	// +optional
@@ -131,21 +129,6 @@ type Port struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	NodePort int32 `json:"nodePort"`
-}
-
-// Backend is one node traffic may go to.
-type Backend struct {
-	// NodeName is the Node's name.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
-	NodeName string `json:"nodeName"`
-	// Addresses are the node's InternalIPs (or ExternalIPs when it has none).
-	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=4
-	// +kubebuilder:validation:items:MaxLength=45
-	// +kubebuilder:validation:items:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address"
-	// +listType=set
-	Addresses []string `json:"addresses"`
 }
 
 // HealthCheck says how to probe a backend.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,14 +11,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -61,6 +66,7 @@ type Addresses interface {
 type Config struct {
 	Host         string // name in LoadBalancer status
 	Dynamic      dynamic.Interface
+	Kube         kubernetes.Interface // the Nodes, whose backends.List every LoadBalancer sends to
 	DataPlane    DataPlane
 	Addresses    Addresses
 	Owner        Owner
@@ -93,6 +99,8 @@ type Agent struct {
 	client   *lbapi.Client
 	informer cache.SharedIndexInformer
 	lister   lbapi.Lister
+	nodes    informers.SharedInformerFactory // the Node informer only, trimmed by backends.Transform
+	nodeList corelisters.NodeLister
 	checker  *health.Checker
 	runner   *dataplane.Runner
 
@@ -116,6 +124,8 @@ func New(cfg Config) *Agent {
 	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic), reports: newReportQueue()}
 	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
 	a.lister = lbapi.NewLister(a.informer)
+	a.nodes = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, informers.WithTransform(backends.Transform))
+	a.nodeList = a.nodes.Core().V1().Nodes().Lister()
 	a.runner = dataplane.NewRunner(a.sync, cfg.MinSync, cfg.MaxSync)
 	a.checker = health.NewChecker(cfg.Health, a.runner.Request)
 	return a
@@ -131,6 +141,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	nodeInformer := a.nodes.Core().V1().Nodes().Informer()
+	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.onNode(obj) },
+		UpdateFunc: func(old, cur any) { a.onNodeUpdate(old, cur) },
+		DeleteFunc: func(obj any) { a.onNode(obj) },
+	}); err != nil {
+		return err
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -139,8 +157,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.cleanup(logger)
 	}()
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
-	logger.Info("Waiting for LoadBalancers")
-	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced) {
+	a.nodes.Start(runCtx.Done())
+	defer a.nodes.Shutdown()
+	logger.Info("Waiting for LoadBalancers and Nodes")
+	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced, nodeInformer.HasSynced) {
 		return ctx.Err()
 	}
 	wg.Go(func() { a.checker.Run(runCtx) })
@@ -178,6 +198,42 @@ func (a *Agent) onUpdate(old, cur any) {
 	a.runner.Request()
 }
 
+// onNode syncs when a Node that comes or goes is a backend: a node
+// registering (tainted until the cloud-node controller initialises it) or
+// an excluded one changes no load balancer, and a sync costs every
+// LoadBalancer's translation.
+func (a *Agent) onNode(obj any) {
+	if isBackend(obj) {
+		a.runner.Request()
+	}
+}
+
+// isBackend reports whether obj, a Node or the tombstone of one, is a
+// backend; anything else counts as one.
+func isBackend(obj any) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return true
+	}
+	_, is := backends.Of(n)
+	return is
+}
+
+// onNodeUpdate syncs when a Node's update changes whether or with which
+// addresses it is a backend (backends.Same); kubelet's status reports and
+// label or annotation changes do not.
+func (a *Agent) onNodeUpdate(old, cur any) {
+	o, ok1 := old.(*corev1.Node)
+	c, ok2 := cur.(*corev1.Node)
+	if ok1 && ok2 && backends.Same(o, c) {
+		return
+	}
+	a.runner.Request()
+}
+
 func (a *Agent) announce(ctx context.Context) {
 	t := time.NewTicker(a.cfg.AnnounceEach)
 	defer t.Stop()
@@ -199,7 +255,11 @@ func (a *Agent) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	plan := a.plan(ctx, lbs)
+	nodes, err := a.nodeBackends(ctx)
+	if err != nil {
+		return err
+	}
+	plan := a.plan(ctx, lbs, nodes)
 	a.noteNeverHealthy(lbs, &plan)
 
 	start := time.Now()
@@ -305,9 +365,9 @@ func (a *Agent) host(ctx context.Context) Host {
 // probed first and waits for the results, one health check interval at
 // most: a node is programmed once a probe said it may take new flows, and
 // a restart programs the same nodes as before it.
-func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
+func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend) Plan {
 	host := a.host(ctx)
-	plan := Translate(lbs, host, a.checker.State)
+	plan := Translate(lbs, nodes, host, a.checker.State)
 	a.checker.SetTargets(plan.Targets)
 	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
 		return plan
@@ -315,7 +375,21 @@ func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Plan {
 	start := time.Now()
 	all := a.checker.WaitProbed(ctx)
 	klog.FromContext(ctx).V(2).Info("Probed new health check targets", "elapsed", time.Since(start), "all", all)
-	return Translate(lbs, host, a.checker.State)
+	return Translate(lbs, nodes, host, a.checker.State)
+}
+
+// nodeBackends are the Nodes every LoadBalancer sends to, from the Node cache.
+func (a *Agent) nodeBackends(ctx context.Context) ([]backends.Backend, error) {
+	nodes, err := a.nodeList.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	list, left := backends.List(nodes)
+	if left > 0 {
+		klog.FromContext(ctx).Error(nil, "More nodes may carry traffic than a load balancer sends to; the first by name are used",
+			"limit", backends.Max, "leftOut", left)
+	}
+	return list, nil
 }
 
 // cleanupRetry is how long after a failed conntrack clean-up the agent

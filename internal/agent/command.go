@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -159,6 +160,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
 	ip4, err := dataplane.NewNFTables(knftables.IPv4Family)
 	if err != nil {
 		return err
@@ -185,6 +190,7 @@ func (o *Options) Run(ctx context.Context) error {
 	a := New(Config{
 		Host:         o.Host,
 		Dynamic:      dyn,
+		Kube:         kube,
 		DataPlane:    dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}),
 		Addresses:    vip.New(o.Interface, logger.WithName("vip")),
 		Owner:        own.Owner,

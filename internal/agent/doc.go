@@ -1,9 +1,11 @@
 // Package agent is groundcloud-agent: it runs on a load-balancer host,
-// watches LoadBalancer objects, health-checks their nodes, programs the
-// nftables data plane (internal/dataplane), holds the virtual IPs it owns
+// watches LoadBalancer objects and the Nodes (every LoadBalancer's backends
+// are the Nodes internal/backends accepts; a Node informer trimmed by
+// backends.Transform), health-checks those nodes, programs the nftables
+// data plane (internal/dataplane), holds the virtual IPs it owns
 // (internal/vip) and reports in the objects' status.
 //
-// translate.go is pure (objects + health -> data plane state, probe targets,
+// translate.go is pure (objects + nodes + health -> data plane state, probe targets,
 // addresses to hold, status); agent.go is the loop that talks to the
 // apiserver and the kernel; cluster.go connects it to internal/membership
 // when several agents share the addresses. The agent keeps forwarding with its last known

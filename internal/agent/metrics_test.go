@@ -13,7 +13,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 )
 
-func backends(healthy ...bool) []dataplane.Backend {
+func healthList(healthy ...bool) []dataplane.Backend {
 	var out []dataplane.Backend
 	for _, h := range healthy {
 		out = append(out, dataplane.Backend{Node: "n", Healthy: h})
@@ -24,9 +24,9 @@ func backends(healthy ...bool) []dataplane.Backend {
 func TestWithoutHealthyBackends(t *testing.T) {
 	st := dataplane.State{Services: []dataplane.Service{
 		{Name: "ns/z-none", Backends: nil},
-		{Name: "ns/all-down", Backends: backends(false, false)},
-		{Name: "ns/one-up", Backends: backends(false, true)},
-		{Name: "ns/all-up", Backends: backends(true)},
+		{Name: "ns/all-down", Backends: healthList(false, false)},
+		{Name: "ns/one-up", Backends: healthList(false, true)},
+		{Name: "ns/all-up", Backends: healthList(true)},
 	}}
 	want := []string{"ns/all-down", "ns/z-none"}
 	if diff := cmp.Diff(want, withoutHealthyBackends(st)); diff != "" {
@@ -40,12 +40,12 @@ func TestSyncMetrics(t *testing.T) {
 	RegisterMetrics()
 	var m syncMetrics
 	down := dataplane.State{Services: []dataplane.Service{
-		{Name: "a/web", Backends: backends(false)},
+		{Name: "a/web", Backends: healthList(false)},
 		{Name: "b/dns", Backends: nil},
-		{Name: "c/ok", Backends: backends(true)},
+		{Name: "c/ok", Backends: healthList(true)},
 	}}
 	recovered := dataplane.State{Services: []dataplane.Service{
-		{Name: "a/web", Backends: backends(true)},
+		{Name: "a/web", Backends: healthList(true)},
 		{Name: "b/dns", Backends: nil},
 	}}
 	steps := []struct {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/knftables"
@@ -19,16 +20,14 @@ import (
 // table, one Warning Event, the metric and the NodeNotOnLink condition;
 // once the node is on a link, it is programmed and the metric goes.
 func TestOffLinkBackendIsReported(t *testing.T) {
-	far := func(lb *v1alpha1.LoadBalancer) {
-		lb.Spec.Backends = append(lb.Spec.Backends, v1alpha1.Backend{NodeName: "node-9", Addresses: []string{"198.51.100.9"}})
-		lb.Spec.HealthCheck = nil
-	}
+	far := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	nodes := testNodes(node("node-9", "198.51.100.9"))
 	var mu sync.Mutex
 	links := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	netdev := knftables.NewFake(knftables.NetDevFamily, dataplane.TableName)
 	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), nil, netdev, nil)
 	events := record.NewFakeRecorder(10)
-	a := testAgent(t, Config{DataPlane: syncer, Events: events, Interface: "eth0", Links: func() ([]netip.Prefix, error) {
+	a := testAgent(t, Config{DataPlane: syncer, Kube: kubefake.NewClientset(nodeObjects(nodes...)...), Events: events, Interface: "eth0", Links: func() ([]netip.Prefix, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return links, nil
@@ -53,7 +52,7 @@ func TestOffLinkBackendIsReported(t *testing.T) {
 	if v, err := testutil.GetGaugeMetricValue(offLinkBackends.WithLabelValues("default/web")); err != nil || v != 1 {
 		t.Errorf("passthrough_off_link_backends = %v (%v), want 1", v, err)
 	}
-	plan := a.plan(t.Context(), []*v1alpha1.LoadBalancer{newLB("web", passthrough, far)})
+	plan := a.plan(t.Context(), []*v1alpha1.LoadBalancer{newLB("web", passthrough, far)}, nodes)
 	if _, reason, _ := (hostReport{Programmed: true, Problems: plan.Problems["default/web"]}).outcome(); reason != ReasonNodeNotOnLink {
 		t.Errorf("condition reason %s, want %s", reason, ReasonNodeNotOnLink)
 	}

@@ -29,7 +29,7 @@ func TestTranslateProblems(t *testing.T) {
 		newLB("multicast", withAddresses("224.0.0.5")),
 		newLB("loopback", withAddresses("127.0.0.2", "2001:db8::c8")),
 		newLB("open", withAddresses("192.0.2.201"), func(lb *v1alpha1.LoadBalancer) { lb.Spec.SourceRanges = []string{"not-a-cidr"} }),
-	}, Host{}, func(health.Target) health.State { return health.Healthy })
+	}, testNodes(), Host{}, func(health.Target) health.State { return health.Healthy })
 	want := map[string]Problems{
 		"default/second":    {Conflict: true, Messages: []string{`192.0.2.200 TCP/80 is already used by service "default/first"`}},
 		"default/multicast": {Messages: []string{"address 224.0.0.5: not usable as a virtual IP"}},

@@ -11,14 +11,19 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/knftables"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -36,6 +41,9 @@ func testAgent(t *testing.T, cfg Config, lbs ...*v1alpha1.LoadBalancer) *Agent {
 		}
 	}
 	cfg.Host, cfg.Dynamic = "lb-1", dyn
+	if cfg.Kube == nil {
+		cfg.Kube = kubefake.NewClientset(nodeObjects(testNodes()...)...)
+	}
 	if cfg.Addresses == nil {
 		cfg.Addresses = noAddresses{}
 	}
@@ -51,11 +59,26 @@ func testAgent(t *testing.T, cfg Config, lbs ...*v1alpha1.LoadBalancer) *Agent {
 	return New(cfg)
 }
 
-// startInformer fills the agent's cache, for tests that call sync directly.
+// nodeObjects are initialised Nodes, one per backend.
+func nodeObjects(nodes ...backends.Backend) []runtime.Object {
+	var out []runtime.Object
+	for _, b := range nodes {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.Name}, Spec: corev1.NodeSpec{ProviderID: "groundcloud://lab/" + b.Name}}
+		for _, a := range b.Addrs {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.String()})
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// startInformer fills the agent's caches, for tests that call sync directly.
 func startInformer(t *testing.T, a *Agent) {
 	t.Helper()
 	go a.informer.RunWithContext(t.Context())
-	if !cache.WaitForCacheSync(t.Context().Done(), a.informer.HasSynced) {
+	nodes := a.nodes.Core().V1().Nodes().Informer()
+	a.nodes.Start(t.Context().Done())
+	if !cache.WaitForCacheSync(t.Context().Done(), a.informer.HasSynced, nodes.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
 }
@@ -131,14 +154,12 @@ func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
 	}
 
 	// node-2 leaves: its UDP flows are stale, and deleting them fails.
-	lb.Spec.Backends = lb.Spec.Backends[:1]
-	lb.Generation++
-	if _, err := lbapi.NewClient(a.cfg.Dynamic).Update(t.Context(), lb); err != nil {
+	if err := a.cfg.Kube.CoreV1().Nodes().Delete(t.Context(), "node-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the cache to see the update", func() bool {
-		cur, err := a.lister.Get("default", "dns")
-		return err == nil && len(cur.Spec.Backends) == 1
+	waitFor(t, "the cache to see the Node go", func() bool {
+		nodes, err := a.nodeList.List(labels.Everything())
+		return err == nil && len(nodes) == 1
 	})
 	RegisterMetrics() // unregistered metrics do not count
 	before, _ := testutil.GetCounterMetricValue(conntrackCleanupErrors.WithLabelValues(cleanupStaleUDP))
@@ -219,15 +240,12 @@ func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
 	port := healthServer(t, "127.0.0.1", 0, http.StatusServiceUnavailable)
 	healthServer(t, "127.0.0.2", port, http.StatusOK)
 	local := func(lb *v1alpha1.LoadBalancer) {
-		lb.Spec.Backends = []v1alpha1.Backend{
-			{NodeName: "node-1", Addresses: []string{"127.0.0.1"}},
-			{NodeName: "node-2", Addresses: []string{"127.0.0.2"}},
-		}
 		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: int32(port), Path: "/healthz"}
 		lb.Spec.ExternalTrafficPolicy = "Local"
 	}
 	dp := &recordingDataPlane{}
-	a := testAgent(t, Config{DataPlane: dp, Health: health.Options{Interval: time.Minute, Timeout: 10 * time.Second, FailureThreshold: 2}}, newLB("local", local))
+	kube := kubefake.NewClientset(nodeObjects(node("node-1", "127.0.0.1"), node("node-2", "127.0.0.2"))...)
+	a := testAgent(t, Config{DataPlane: dp, Kube: kube, Health: health.Options{Interval: time.Minute, Timeout: 10 * time.Second, FailureThreshold: 2}}, newLB("local", local))
 	runAgent(t, a)
 	waitFor(t, "a first sync", func() bool { return len(dp.synced()) > 0 })
 	for i, st := range dp.synced() {

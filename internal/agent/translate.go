@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/vip"
@@ -59,19 +60,20 @@ func (p *Problems) add(conflict bool, msg string) {
 }
 
 // Translate turns LoadBalancer objects into data plane state and the health
-// targets to probe, for host; state says what is known of a target. A backend gets
+// targets to probe, for host; nodes are the backends of every LoadBalancer
+// (backends.List of the Nodes), state says what is known of a target. A backend gets
 // new flows when the target of its first address is Healthy; while it is
 // Unknown (not probed yet) only when no backend of its LoadBalancer is
 // Healthy (the agent waits for first probes before it programs, so that
 // happens only when they take longer than that wait: then it does what it
 // did before the first probe existed rather than reject every flow).
-func Translate(lbs []*v1alpha1.LoadBalancer, host Host, state func(health.Target) health.State) Plan {
+func Translate(lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend, host Host, state func(health.Target) health.State) Plan {
 	var p Plan
 	self := host.Node
 	p.State.Self, p.State.Interface, p.State.Links = self, host.Interface, host.Links
 	targets := map[health.Target]struct{}{}
 	vips := map[netip.Addr]struct{}{}
-	shared := &backendLists{}
+	shared := &backendLists{nodes: nodes}
 	p.State.Services = make([]dataplane.Service, 0, len(lbs))
 	problems := map[string]Problems{}
 	for _, lb := range lbs {
@@ -127,22 +129,23 @@ func Translate(lbs []*v1alpha1.LoadBalancer, host Host, state func(health.Target
 }
 
 // backendLists shares translated backend lists among the LoadBalancers of
-// one Translate: all of them usually list the same nodes with the same
-// health check, and a copy per LoadBalancer per sync was the largest part
-// of the agent's memory at thousands of them. The lists are read-only.
+// one Translate: every LoadBalancer sends to the same nodes, and those with
+// the same health check (usually all of them) share one list. A copy per
+// LoadBalancer per sync was the largest part of the agent's memory at
+// thousands of them. The lists are read-only.
 type backendLists struct {
+	nodes []backends.Backend
 	keys  []backendsKey
 	lists [][]dataplane.Backend
 }
 
 type backendsKey struct {
-	backends []v1alpha1.Backend
-	check    v1alpha1.HealthCheck
-	checked  bool
+	check   v1alpha1.HealthCheck
+	checked bool
 }
 
 func keyOf(lb *v1alpha1.LoadBalancer) backendsKey {
-	k := backendsKey{backends: lb.Spec.Backends}
+	var k backendsKey
 	if hc := lb.Spec.HealthCheck; hc != nil {
 		k.check, k.checked = *hc, true
 	}
@@ -154,9 +157,7 @@ const maxSharedLists = 8
 
 func (s *backendLists) find(k backendsKey) ([]dataplane.Backend, bool) {
 	for i, known := range s.keys {
-		if known.checked == k.checked && known.check == k.check && slices.EqualFunc(known.backends, k.backends, func(a, b v1alpha1.Backend) bool {
-			return a.NodeName == b.NodeName && slices.Equal(a.Addresses, b.Addresses)
-		}) {
+		if known == k {
 			return s.lists[i], true
 		}
 	}
@@ -207,26 +208,19 @@ func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.St
 		}
 		svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
 	}
-	// A backend list depends on the spec's list and health check only (the
-	// first LoadBalancer with them added their targets already).
-	if shared != nil {
-		k := keyOf(lb)
-		if list, ok := shared.find(k); ok {
-			svc.Backends = list
-			return svc, bad
-		}
-		defer func() { shared.add(k, svc.Backends) }()
+	// A backend list depends on the health check only (the first
+	// LoadBalancer with it added its targets already).
+	k := keyOf(lb)
+	if list, ok := shared.find(k); ok {
+		svc.Backends = list
+		return svc, bad
 	}
-	svc.Backends = make([]dataplane.Backend, 0, len(lb.Spec.Backends))
+	defer func() { shared.add(k, svc.Backends) }()
+	svc.Backends = make([]dataplane.Backend, 0, len(shared.nodes))
 	var unknown []int // indexes in svc.Backends
 	anyHealthy := false
-	for _, b := range lb.Spec.Backends {
-		be := dataplane.Backend{Node: b.NodeName, Healthy: true}
-		for _, s := range b.Addresses {
-			if a, err := netip.ParseAddr(s); err == nil {
-				be.Addrs = append(be.Addrs, a.Unmap())
-			}
-		}
+	for _, b := range shared.nodes {
+		be := dataplane.Backend{Node: b.Name, Addrs: b.Addrs, Healthy: true}
 		if len(be.Addrs) == 0 {
 			continue
 		}

@@ -6,9 +6,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 )
@@ -17,12 +21,8 @@ func newLB(name string, mods ...func(*v1alpha1.LoadBalancer)) *v1alpha1.LoadBala
 	lb := &v1alpha1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Generation: 3},
 		Spec: v1alpha1.LoadBalancerSpec{
-			Addresses: []string{"192.0.2.200"},
-			Ports:     []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}},
-			Backends: []v1alpha1.Backend{
-				{NodeName: "node-1", Addresses: []string{"192.0.2.11", "2001:db8::11"}},
-				{NodeName: "node-2", Addresses: []string{"192.0.2.12"}},
-			},
+			Addresses:             []string{"192.0.2.200"},
+			Ports:                 []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}},
 			HealthCheck:           &v1alpha1.HealthCheck{Port: 10256, Path: "/healthz"},
 			ExternalTrafficPolicy: "Cluster",
 			SessionAffinity:       "None",
@@ -38,6 +38,24 @@ var (
 	a11 = netip.MustParseAddr("192.0.2.11")
 	a12 = netip.MustParseAddr("192.0.2.12")
 )
+
+// testNodes are the backends of the tests' LoadBalancers: node-1 (IPv4 and
+// IPv6) and node-2 (IPv4), and extra.
+func testNodes(extra ...backends.Backend) []backends.Backend {
+	return append([]backends.Backend{
+		{Name: "node-1", Addrs: []netip.Addr{a11, netip.MustParseAddr("2001:db8::11")}},
+		{Name: "node-2", Addrs: []netip.Addr{a12}},
+	}, extra...)
+}
+
+// node is a backend named name with addresses addrs.
+func node(name string, addrs ...string) backends.Backend {
+	b := backends.Backend{Name: name}
+	for _, a := range addrs {
+		b.Addrs = append(b.Addrs, netip.MustParseAddr(a))
+	}
+	return b
+}
 
 // allHealthyBut says down is unhealthy and every other target healthy.
 func allHealthyBut(down health.Target) func(health.Target) health.State {
@@ -61,7 +79,7 @@ func TestTranslate(t *testing.T) {
 		}),
 	}
 	down := health.Target{Addr: a12, Port: 10256, Path: "/healthz"}
-	plan := Translate(lbs, Host{}, allHealthyBut(down))
+	plan := Translate(lbs, testNodes(), Host{}, allHealthyBut(down))
 
 	want := Plan{
 		State: dataplane.State{Services: []dataplane.Service{
@@ -147,26 +165,22 @@ func TestDesiredStatus(t *testing.T) {
 
 func TestTranslateSharesBackendLists(t *testing.T) {
 	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
-	other := func(lb *v1alpha1.LoadBalancer) { lb.Spec.Backends = lb.Spec.Backends[:1] }
 	otherCheck := func(lb *v1alpha1.LoadBalancer) {
 		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: 31000, Path: "/healthz"}
 	}
 	down := health.Target{Addr: a12, Port: 31000, Path: "/healthz"}
 	p := Translate([]*v1alpha1.LoadBalancer{
-		newLB("a", noCheck), newLB("b", noCheck), newLB("c", noCheck, other), newLB("d"), newLB("e"), newLB("f", otherCheck),
-	}, Host{}, allHealthyBut(down))
+		newLB("a", noCheck), newLB("b", noCheck), newLB("d"), newLB("e"), newLB("f", otherCheck),
+	}, testNodes(), Host{}, allHealthyBut(down))
 	s := p.State.Services
-	if &s[0].Backends[0] != &s[1].Backends[0] || &s[3].Backends[0] != &s[4].Backends[0] {
-		t.Error("equal backend lists with equal health checks are not shared")
+	if &s[0].Backends[0] != &s[1].Backends[0] || &s[2].Backends[0] != &s[3].Backends[0] {
+		t.Error("backend lists with equal health checks are not shared")
 	}
-	if len(s[2].Backends) != 1 || &s[2].Backends[0] == &s[0].Backends[0] {
-		t.Error("a different backend list was shared")
-	}
-	if &s[3].Backends[0] == &s[0].Backends[0] || &s[5].Backends[0] == &s[3].Backends[0] {
+	if &s[2].Backends[0] == &s[0].Backends[0] || &s[4].Backends[0] == &s[2].Backends[0] {
 		t.Error("backend lists with different health checks were shared")
 	}
-	if !s[3].Backends[1].Healthy || s[5].Backends[1].Healthy {
-		t.Errorf("health of node-2: %v with the shared check, %v with its own; want true, false", s[3].Backends[1].Healthy, s[5].Backends[1].Healthy)
+	if !s[2].Backends[1].Healthy || s[4].Backends[1].Healthy {
+		t.Errorf("health of node-2: %v with the shared check, %v with its own; want true, false", s[2].Backends[1].Healthy, s[4].Backends[1].Healthy)
 	}
 	if len(p.Targets) != 4 {
 		t.Errorf("targets = %v, want node-1 and node-2 on 10256 and on 31000", p.Targets)
@@ -177,9 +191,6 @@ func TestTranslateSharesBackendLists(t *testing.T) {
 // backend of its LoadBalancer is healthy; when none is, the unknown ones
 // do (the unhealthy ones never).
 func TestTranslateUnknownBackends(t *testing.T) {
-	three := func(lb *v1alpha1.LoadBalancer) {
-		lb.Spec.Backends = append(lb.Spec.Backends, v1alpha1.Backend{NodeName: "node-3", Addresses: []string{"192.0.2.13"}})
-	}
 	a13 := netip.MustParseAddr("192.0.2.13")
 	tests := []struct {
 		name   string
@@ -194,7 +205,7 @@ func TestTranslateUnknownBackends(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Translate([]*v1alpha1.LoadBalancer{newLB("local", three)}, Host{}, func(tg health.Target) health.State { return tt.states[tg.Addr] })
+			p := Translate([]*v1alpha1.LoadBalancer{newLB("local")}, testNodes(node("node-3", "192.0.2.13")), Host{}, func(tg health.Target) health.State { return tt.states[tg.Addr] })
 			var got []bool
 			for _, b := range p.State.Services[0].Backends {
 				got = append(got, b.Healthy)
@@ -211,7 +222,7 @@ func TestTranslateUnknownBackends(t *testing.T) {
 // a problem this host reports (proxy forwarding cannot serve it); with
 // node-2 healthy too it is not.
 func TestTranslateOwnNode(t *testing.T) {
-	p := Translate([]*v1alpha1.LoadBalancer{newLB("both"), newLB("own", withAddresses("192.0.2.201"))}, Host{Node: "node-1"},
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("both"), newLB("own", withAddresses("192.0.2.201"))}, testNodes(), Host{Node: "node-1"},
 		func(tg health.Target) health.State {
 			if tg.Addr == a12 {
 				return health.Unhealthy
@@ -229,7 +240,7 @@ func TestTranslateOwnNode(t *testing.T) {
 	if diff := cmp.Diff(want, p.Problems); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
-	p = Translate([]*v1alpha1.LoadBalancer{newLB("both")}, Host{Node: "node-1"}, allHealthyBut(health.Target{}))
+	p = Translate([]*v1alpha1.LoadBalancer{newLB("both")}, testNodes(), Host{Node: "node-1"}, allHealthyBut(health.Target{}))
 	if p.Problems != nil {
 		t.Errorf("problems with node-2 healthy: %v", p.Problems)
 	}
@@ -246,7 +257,7 @@ func TestTranslateTCPHealthCheck(t *testing.T) {
 		lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckTCP, Port: 30080}
 	}
 	down := health.Target{Addr: a12, Port: 30080, TCP: true}
-	p := Translate([]*v1alpha1.LoadBalancer{newLB("a", tcpCheck)}, Host{}, allHealthyBut(down))
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("a", tcpCheck)}, testNodes(), Host{}, allHealthyBut(down))
 	for _, target := range p.Targets {
 		if !target.TCP || target.Port != 30080 || target.Path != "" {
 			t.Errorf("target %s, want TCP to port 30080", target)
@@ -272,7 +283,7 @@ func TestTranslatePassthrough(t *testing.T) {
 		}
 		return health.Healthy
 	}
-	p := Translate([]*v1alpha1.LoadBalancer{newLB("web", passthrough), newLB("old", withAddresses("192.0.2.201"))}, host, onlyOwn)
+	p := Translate([]*v1alpha1.LoadBalancer{newLB("web", passthrough), newLB("old", withAddresses("192.0.2.201"))}, testNodes(), host, onlyOwn)
 	if p.State.Interface != "eth0" || len(p.State.Links) != 2 {
 		t.Errorf("State interface %q links %v, want eth0 and the host's links", p.State.Interface, p.State.Links)
 	}
@@ -287,10 +298,7 @@ func TestTranslatePassthrough(t *testing.T) {
 		t.Errorf("OwnNodeOnly must concern proxy forwarding only: %+v", p.Problems)
 	}
 
-	far := func(lb *v1alpha1.LoadBalancer) {
-		lb.Spec.Backends = append(lb.Spec.Backends, v1alpha1.Backend{NodeName: "node-9", Addresses: []string{"198.51.100.9"}})
-	}
-	p = Translate([]*v1alpha1.LoadBalancer{newLB("web", passthrough, far)}, host, allHealthyBut(health.Target{}))
+	p = Translate([]*v1alpha1.LoadBalancer{newLB("web", passthrough)}, testNodes(node("node-9", "198.51.100.9")), host, allHealthyBut(health.Target{}))
 	got := p.Problems["default/web"]
 	want := Problems{OffLink: []string{"node-9"}, Messages: []string{
 		`backend "node-9": address 198.51.100.9 is on no link of interface eth0, so passthrough forwarding cannot reach it; it gets no flows`}}
@@ -299,5 +307,29 @@ func TestTranslatePassthrough(t *testing.T) {
 	}
 	if ok, reason, msg := (hostReport{Programmed: true, Problems: got}).outcome(); ok || reason != ReasonNodeNotOnLink {
 		t.Errorf("outcome = %t, %s, %q; want false, %s", ok, reason, msg, ReasonNodeNotOnLink)
+	}
+}
+
+// TestIsBackend: the Node events that may change a load balancer.
+func TestIsBackend(t *testing.T) {
+	backend := nodeObjects(node("node-1", "192.0.2.11"))[0].(*corev1.Node)
+	tainted := backend.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule}}
+	for _, tc := range []struct {
+		name string
+		obj  any
+		want bool
+	}{
+		{name: "a backend", obj: backend, want: true},
+		{name: "a node not initialised yet", obj: tainted},
+		{name: "the tombstone of a backend", obj: cache.DeletedFinalStateUnknown{Key: "node-1", Obj: backend}, want: true},
+		{name: "the tombstone of another node", obj: cache.DeletedFinalStateUnknown{Key: "node-1", Obj: tainted}},
+		{name: "a tombstone without its object", obj: cache.DeletedFinalStateUnknown{Key: "node-1"}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isBackend(tc.obj); got != tc.want {
+				t.Errorf("isBackend = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

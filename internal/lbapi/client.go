@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,27 +112,12 @@ func Transform(obj any) (any, error) {
 			return o, nil
 		}
 		lb.APIVersion, lb.Kind = v1alpha1.SchemeGroupVersion.String(), "LoadBalancer"
-		internBackends(lb)
 		return lb, nil
 	case *v1alpha1.LoadBalancer:
 		o.ManagedFields = nil
-		internBackends(o)
 		return o, nil
 	}
 	return obj, nil
-}
-
-// internBackends makes the backends' node names and addresses canonical
-// strings: every LoadBalancer lists the same nodes, and decoded separately
-// each held copies of their own (a third of the cache at 4,000).
-func internBackends(lb *v1alpha1.LoadBalancer) {
-	for i := range lb.Spec.Backends {
-		b := &lb.Spec.Backends[i]
-		b.NodeName = unique.Make(b.NodeName).Value()
-		for j, a := range b.Addresses {
-			b.Addresses[j] = unique.Make(a).Value()
-		}
-	}
 }
 
 // FromUnstructured returns the LoadBalancer in an object of the dynamic

@@ -13,11 +13,15 @@ func TestTransform(t *testing.T) {
 	lb := &v1alpha1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 3,
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x", Operation: metav1.ManagedFieldsOperationApply}}},
-		Spec: v1alpha1.LoadBalancerSpec{Addresses: []string{"192.0.2.1"},
-			Backends: []v1alpha1.Backend{{NodeName: "n1", Addresses: []string{"10.0.0.1"}}}},
+		Spec: v1alpha1.LoadBalancerSpec{Addresses: []string{"192.0.2.1"}},
 	}
 	u, err := ToUnstructured(lb)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// As written by earlier versions, which listed the nodes in the spec:
+	// read all the same, the list ignored.
+	if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"nodeName": "n1", "addresses": []any{"10.0.0.1"}}}, "spec", "backends"); err != nil {
 		t.Fatal(err)
 	}
 	out, err := Transform(u)
@@ -28,7 +32,7 @@ func TestTransform(t *testing.T) {
 	if !ok {
 		t.Fatalf("Transform gave %T, want *v1alpha1.LoadBalancer", out)
 	}
-	if got.ManagedFields != nil || got.Name != "web" || got.Generation != 3 || got.Spec.Backends[0].Addresses[0] != "10.0.0.1" {
+	if got.ManagedFields != nil || got.Name != "web" || got.Generation != 3 || got.Spec.Addresses[0] != "192.0.2.1" {
 		t.Errorf("Transform = %+v", got)
 	}
 	if same, err := FromUnstructured(got); err != nil || same != got {

@@ -4,16 +4,15 @@
 // objects (the durable allocation records) before the first Ensure.
 //
 // Only Ensure assigns. A reconcile queue refreshes what the allocator holds:
-// it writes again an object deleted behind its back (same addresses) and
-// rewrites every object's backends when the Nodes that may carry traffic
-// change, which the Manager follows in the controller manager's Node cache
-// rather than waiting for the service controller.
+// it writes again an object deleted behind its back (same addresses) or
+// whose spec someone else changed. The objects name no node: the agents
+// apply internal/backends to the Nodes themselves, so a node change writes
+// nothing here.
 //
-// The pure core: nodes.go (which Nodes are backends, with which addresses:
-// one rule that anything holding a Node lister can apply), sourceranges.go
-// (a Service's source ranges, failing closed), limits.go and spec.go
-// (Service + allocation + backends -> spec). manager.go, write.go,
-// reconcile.go and nodeview.go are the shell that talks to the apiserver.
+// The pure core: sourceranges.go (a Service's source ranges, failing
+// closed), limits.go and spec.go (Service + allocation -> spec).
+// manager.go, write.go and reconcile.go are the shell that talks to the
+// apiserver.
 //
 // It also reports orphans (addresses kept outside the pools their namespace
 // may use, see internal/ipam): a metric, a log line, an AddressOrphaned

@@ -14,11 +14,6 @@ const (
 	MaxPorts = 100
 	// MaxSourceRanges is the most source ranges, after merging duplicates.
 	MaxSourceRanges = 100
-	// MaxBackends is the most nodes a LoadBalancer sends traffic to:
-	// 5,000, the largest cluster Kubernetes supports. Beyond it the first
-	// MaxBackends eligible nodes by name are written and the rest left out
-	// (see nodeView), rather than refusing every Service of a large cluster.
-	MaxBackends = 5000
 )
 
 // ErrLimit: a Service asks for more than a LoadBalancer holds.

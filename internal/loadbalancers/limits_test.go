@@ -38,7 +38,7 @@ func TestLimitsMatchTheCRD(t *testing.T) {
 		t.Fatalf("%d versions, want 1", len(crd.Spec.Versions))
 	}
 	props := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties.Spec.Properties
-	for field, want := range map[string]int{"ports": MaxPorts, "sourceRanges": MaxSourceRanges, "backends": MaxBackends} {
+	for field, want := range map[string]int{"ports": MaxPorts, "sourceRanges": MaxSourceRanges} {
 		if got := props[field].MaxItems; got != want {
 			t.Errorf("spec.%s maxItems = %d in the CRD, %d in the code", field, got, want)
 		}

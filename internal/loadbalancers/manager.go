@@ -50,8 +50,9 @@ var errNotReady = errors.New("load balancer records are still being read; retryi
 //
 // Ensure is the only path that assigns addresses. Everything else refreshes
 // what the allocator already holds: the reconcile queue (reconcile.go)
-// re-creates an object deleted behind its back and rewrites the backends of
-// every object when the Nodes that may carry traffic change (nodeview.go).
+// re-creates an object deleted behind its back and writes back a spec
+// someone else changed. Nodes are not part of the objects: agents follow
+// the Nodes themselves (internal/backends), so a node change writes nothing.
 // Ensure, Delete and the queue hold a per-Service lock, so a refresh never
 // writes for a Service after its Delete has released it.
 type Manager struct {
@@ -63,7 +64,6 @@ type Manager struct {
 	lister   lbapi.Lister
 	services corelisters.ServiceLister
 	svcSync  cache.InformerSynced
-	nodes    *nodeView
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	locks    keyLocks
 	written  writeCache
@@ -80,8 +80,8 @@ type Manager struct {
 }
 
 // NewManager returns a Manager; config returns the current cloud-config,
-// cluster is the controller manager's shared informer factory, whose Node
-// and Service caches the Manager reads (it registers them; the caller
+// cluster is the controller manager's shared informer factory, whose
+// Service cache the Manager reads (it registers them; the caller
 // starts the factory), and events (nil: none) records Events on Services.
 // It starts nothing: call Run.
 func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster informers.SharedInformerFactory, events EventRecorder) *Manager {
@@ -89,13 +89,11 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 		events = discardEvents{}
 	}
 	inf := lbapi.NewInformer(dyn, 0)
-	nodes := cluster.Core().V1().Nodes()
 	services := cluster.Core().V1().Services()
 	m := &Manager{
 		dyn: dyn, client: lbapi.NewClient(dyn), config: cfg,
 		informer: inf, lister: lbapi.NewLister(inf),
 		services: services.Lister(), svcSync: services.Informer().HasSynced,
-		nodes: newNodeView(nodes.Informer(), nodes.Lister(), cfg),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "groundcloud_loadbalancers"}),
 		written: writeCache{m: map[types.NamespacedName]lastWrite{}},
@@ -107,8 +105,8 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 	return m
 }
 
-// Run installs the CRDs, starts the informer, waits for it and the Node and
-// Service caches, rebuilds the allocator from the LoadBalancer objects, and
+// Run installs the CRDs, starts the informer, waits for it and the Service
+// cache, rebuilds the allocator from the LoadBalancer objects, and
 // then serves Ensure calls and the reconcile queue, and reports orphaned
 // addresses, until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
@@ -127,11 +125,10 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	m.watch(ctx)
 	go m.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), m.informer.HasSynced, m.svcSync, m.nodes.synced) {
+	if !cache.WaitForCacheSync(ctx.Done(), m.informer.HasSynced, m.svcSync) {
 		return
 	}
 	m.rebuild(ctx)
-	m.nodes.recompute(ctx)
 	close(m.ready)
 	m.orphans.due()
 	go m.reportOrphans(ctx)
@@ -201,14 +198,14 @@ func compareKeys(a, b *v1alpha1.LoadBalancer) int {
 }
 
 // Ensure assigns addresses to svc, writes its LoadBalancer if anything
-// changed, and returns the Service's load-balancer status. Its backends are
-// the Manager's own view of the Nodes, never older than the nodes the
-// service controller passes, which are not used.
+// changed, and returns the Service's load-balancer status. The nodes the
+// service controller passes are not used: agents choose the backends from
+// the Nodes themselves (internal/backends).
 //
 // A request that cannot be met changes nothing for a Service that holds
 // nothing yet: it is refused with the reason, nothing allocated. A Service
 // that holds addresses keeps them and everything that does not depend on
-// the request is still applied (backends, source ranges, traffic policy,
+// the request is still applied (source ranges, traffic policy,
 // health check, affinity, node ports of the ports it holds); the error is
 // returned all the same, so that the service controller reports it as a
 // Warning and retries. Source ranges that cannot all be used make the
@@ -244,7 +241,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 // forwarding annotation it cannot use is reported with the source ranges'
 // problem.
 func (m *Manager) desiredSpec(svc *v1.Service, a Allocated) (v1alpha1.LoadBalancerSpec, error) {
-	spec, rangeErr := DesiredSpec(svc, a, m.nodes.current(), m.config().Global.ClusterHealthCheck)
+	spec, rangeErr := DesiredSpec(svc, a, m.config().Global.ClusterHealthCheck)
 	var fwdErr error
 	spec.Forwarding, fwdErr = Forwarding(svc, m.pool(a.Pool))
 	return spec, errors.Join(rangeErr, fwdErr)

@@ -26,7 +26,6 @@ import (
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
-	"github.com/groundcloud/groundcloud/internal/lbclass"
 )
 
 const poolConfig = "[Global]\nregion = lab\n\n[Pool \"default\"]\naddresses = 192.0.2.200-192.0.2.201\n"
@@ -142,23 +141,6 @@ func (h *harness) setNode(n *v1.Node) {
 	}
 }
 
-// backendsOf waits until the object's backends are the named nodes.
-func (h *harness) waitBackends(lb string, nodes ...string) {
-	h.t.Helper()
-	h.eventually("backends of "+lb+" to be "+strings.Join(nodes, ","), func() bool {
-		o := h.object(lb)
-		if o == nil || len(o.Spec.Backends) != len(nodes) {
-			return false
-		}
-		for i, b := range o.Spec.Backends {
-			if b.NodeName != nodes[i] {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // settle waits until the queue has refreshed key once more.
 func (h *harness) settle(key string) {
 	h.t.Helper()
@@ -255,97 +237,12 @@ func TestEnsureWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("unchanged Ensure wrote %v", w)
 	}
 
-	// A new node reaches the object without a call from the service controller.
+	// A node change is not part of the object: Ensure writes nothing.
 	h.setNode(newNode("b", withAddr(v1.NodeInternalIP, "192.0.2.12")))
-	h.waitBackends("web", "a", "b")
 	h.mustEnsure(newSvc("web"))
-	h.settle("web")
-	if w := apiWrites(h.dyn); len(w) != 1 || w[0] != "update web" {
-		t.Fatalf("a new node wrote %v, want one update", w)
-	}
-}
-
-// TestNodeJoinsByItself follows a node through initialisation in the order
-// the cloud-node controller and kubelet write it: no backend until it is
-// initialised and has an address, then one, with no call from the service
-// controller, and one write per change.
-func TestNodeJoinsByItself(t *testing.T) {
-	h := startManager(t, newFakeDynamic(), newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11")))
-	h.mustEnsure(newSvc("web"))
-	waitCached(t, h.m, 1)
-	h.dyn.ClearActions()
-
-	tainted := func(n *v1.Node) {
-		n.Spec.ProviderID = ""
-		n.Spec.Taints = []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Effect: v1.TaintEffectNoSchedule}}
-	}
-	h.setNode(newNode("new", tainted))
-	h.setNode(newNode("new")) // initialised, no address yet: not in the inventory
 	h.settle("web")
 	if w := apiWrites(h.dyn); len(w) != 0 {
-		t.Fatalf("a node without an address wrote %v", w)
-	}
-	h.setNode(newNode("new", withAddr(v1.NodeInternalIP, "192.0.2.30")))
-	h.waitBackends("web", "a", "new")
-
-	if err := h.kube.CoreV1().Nodes().Delete(h.ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitBackends("web", "new")
-	h.settle("web")
-	if w := apiWrites(h.dyn); len(w) != 2 {
-		t.Fatalf("writes %v, want one update per change", w)
-	}
-}
-
-// TestUpdateNeverAssigns: the service controller's node sync calls Update
-// from its own snapshot of the Services; a Service deleted, no longer of
-// type LoadBalancer, or never ensured must get nothing from it.
-func TestUpdateNeverAssigns(t *testing.T) {
-	h := startManager(t, newFakeDynamic(), newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11")))
-	stale := newSvc("web")
-	h.mustEnsure(stale)
-	waitCached(t, h.m, 1)
-
-	// Changed to ClusterIP, then deleted by the service controller.
-	h.setService(newSvc("web", func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP }))
-	h.m.Update(h.ctx, stale)
-	h.settle("web")
-	if err := h.m.Delete(h.ctx, stale); err != nil {
-		t.Fatal(err)
-	}
-	h.m.Update(h.ctx, stale)
-	h.settle("web")
-
-	// Deleted.
-	gone := newSvc("gone")
-	h.mustEnsure(gone)
-	if err := h.m.Delete(h.ctx, gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.kube.CoreV1().Services("default").Delete(h.ctx, "gone", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.m.Update(h.ctx, gone)
-	h.settle("gone")
-
-	// Never ensured.
-	h.setService(newSvc("new"))
-	h.m.Update(h.ctx, newSvc("new"))
-	h.settle("new")
-
-	for _, name := range []string{"web", "gone", "new"} {
-		if h.object(name) != nil {
-			t.Errorf("a LoadBalancer %s exists after a stale Update", name)
-		}
-		if _, exists, _ := h.m.Get(h.ctx, newSvc(name)); exists {
-			t.Errorf("Get says %s has a load balancer", name)
-		}
-	}
-	for _, name := range []string{"x", "y"} {
-		if _, err := h.ensure(newSvc(name)); err != nil {
-			t.Errorf("the pool lost an address to a stale Update: %v", err)
-		}
+		t.Fatalf("a new node wrote %v, want nothing", w)
 	}
 }
 
@@ -497,7 +394,6 @@ func TestImpossibleEditKeepsApplying(t *testing.T) {
 			want := v1alpha1.LoadBalancerSpec{
 				Addresses: []string{"192.0.2.201"}, Pool: "default",
 				Ports:                 []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 31080}},
-				Backends:              []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}},
 				HealthCheck:           &v1alpha1.HealthCheck{Type: "HTTP", Port: 32001, Path: "/healthz"},
 				ExternalTrafficPolicy: "Local", SessionAffinity: "ClientIP",
 				SourceRanges: []string{"198.51.100.0/24"}, Forwarding: v1alpha1.ForwardingPassthrough,
@@ -574,16 +470,4 @@ func TestNotReadyIsRetried(t *testing.T) {
 	if !errors.As(err, &retry) {
 		t.Fatalf("Ensure before the rebuild = %v, want a RetryError", err)
 	}
-}
-
-// TestClassServiceFollowsNodes: a Service of groundcloud's
-// loadBalancerClass (served by internal/lbclass) is refreshed like one
-// without a class when the Nodes change.
-func TestClassServiceFollowsNodes(t *testing.T) {
-	h := startManager(t, newFakeDynamic(), newNode("a", withAddr(v1.NodeInternalIP, "192.0.2.11")))
-	class := lbclass.Class
-	h.mustEnsure(newSvc("web", func(s *v1.Service) { s.Spec.LoadBalancerClass = &class }))
-	waitCached(t, h.m, 1)
-	h.setNode(newNode("new", withAddr(v1.NodeInternalIP, "192.0.2.30")))
-	h.waitBackends("web", "a", "new")
 }

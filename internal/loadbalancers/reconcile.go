@@ -21,20 +21,9 @@ import (
 // is the real bound.
 const queueWorkers = 8
 
-// Update asks for svc's LoadBalancer to be refreshed and returns. The
-// service controller calls it from a snapshot of its Services taken before
-// a Node sync, so svc may be out of date, deleted or no longer of type
-// LoadBalancer: the refresh reads the Service anew and never assigns (see
-// refresh). Backends follow the Manager's own view of the Nodes, so the
-// nodes given are not used.
-func (m *Manager) Update(_ context.Context, svc *v1.Service) {
-	m.queue.Add(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
-}
-
 // watch registers the event handlers that feed the queue: a LoadBalancer
 // deleted (re-created if its Service still holds addresses) or whose spec
-// someone changed (written back), and, through the Node view, a change of
-// the backends every LoadBalancer sends to.
+// someone changed (written back).
 func (m *Manager) watch(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	_, err := m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -71,13 +60,11 @@ func (m *Manager) watch(ctx context.Context) {
 	if err != nil {
 		logger.Error(err, "Cannot watch LoadBalancers; deleted objects will not be re-created")
 	}
-	m.nodes.watch(logger)
 }
 
-// reconcile runs the queue's workers and the Node view until ctx ends.
+// reconcile runs the queue's workers until ctx ends.
 func (m *Manager) reconcile(ctx context.Context) {
 	defer m.queue.ShutDown()
-	go m.nodes.run(ctx, m.enqueueAll)
 	for range queueWorkers {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
 			for m.processNext(ctx) {
@@ -85,17 +72,6 @@ func (m *Manager) reconcile(ctx context.Context) {
 		}, time.Second)
 	}
 	<-ctx.Done()
-}
-
-// enqueueAll queues every LoadBalancer.
-func (m *Manager) enqueueAll() {
-	lbs, err := m.lister.List()
-	if err != nil {
-		return
-	}
-	for _, lb := range lbs {
-		m.queue.Add(keyOfLB(lb))
-	}
 }
 
 func (m *Manager) processNext(ctx context.Context) bool {
@@ -114,7 +90,7 @@ func (m *Manager) processNext(ctx context.Context) bool {
 }
 
 // refresh writes the LoadBalancer of key from the Service as it is now,
-// what the allocator holds for it and the current backends; it creates the
+// and what the allocator holds for it; it creates the
 // object again if it is gone. It does nothing for a Service that holds no
 // addresses (only Ensure assigns them), is gone, is being deleted, or no
 // longer wants a load balancer from this provider: the service controller
@@ -169,4 +145,15 @@ func (l *keyLocks) lock(key types.NamespacedName) func() {
 	mu := &l[h.Sum32()%uint32(len(l))]
 	mu.Lock()
 	return mu.Unlock
+}
+
+// enqueueAll queues every LoadBalancer.
+func (m *Manager) enqueueAll() {
+	lbs, err := m.lister.List()
+	if err != nil {
+		return
+	}
+	for _, lb := range lbs {
+		m.queue.Add(keyOfLB(lb))
+	}
 }

@@ -29,17 +29,16 @@ type Allocated struct {
 	Ports      []ipam.Port
 }
 
-// DesiredSpec is the LoadBalancer spec for svc with what it holds and the
-// backends every load balancer sends to; check is how nodes are probed for
+// DesiredSpec is the LoadBalancer spec for svc with what it holds; check is
+// how nodes are probed for
 // externalTrafficPolicy Cluster (the cloud-config's). Its ports are those of svc that a
 // holds (with svc's names and node ports), in svc's order; it has none when
 // a holds none of them. When svc's source ranges cannot all be used the
 // spec accepts no client and the error says why (see SourceRanges).
-func DesiredSpec(svc *v1.Service, a Allocated, backends []v1alpha1.Backend, check config.ClusterHealthCheck) (v1alpha1.LoadBalancerSpec, error) {
+func DesiredSpec(svc *v1.Service, a Allocated, check config.ClusterHealthCheck) (v1alpha1.LoadBalancerSpec, error) {
 	spec := v1alpha1.LoadBalancerSpec{
 		Pool:                  a.Pool,
 		SharingKey:            a.SharingKey,
-		Backends:              backends,
 		ExternalTrafficPolicy: string(v1.ServiceExternalTrafficPolicyCluster),
 		SessionAffinity:       string(v1.ServiceAffinityNone),
 	}

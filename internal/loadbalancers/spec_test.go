@@ -37,8 +37,7 @@ func TestDesiredSpec(t *testing.T) {
 		SharingKey: "team",
 		Ports:      []ipam.Port{{Protocol: v1.ProtocolTCP, Port: 80}, {Protocol: v1.ProtocolUDP, Port: 53}},
 	}
-	backends := []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}}
-	got, err := DesiredSpec(svc, held, backends, DefaultClusterHealthCheck)
+	got, err := DesiredSpec(svc, held, DefaultClusterHealthCheck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +49,6 @@ func TestDesiredSpec(t *testing.T) {
 			{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080},
 			{Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053},
 		},
-		Backends:                      []v1alpha1.Backend{{NodeName: "a", Addresses: []string{"192.0.2.11"}}},
 		HealthCheck:                   &v1alpha1.HealthCheck{Type: "HTTP", Port: 32001, Path: "/healthz"},
 		ExternalTrafficPolicy:         "Local",
 		SessionAffinity:               "ClientIP",
@@ -62,7 +60,7 @@ func TestDesiredSpec(t *testing.T) {
 	}
 
 	svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
-	if spec, _ := DesiredSpec(svc, held, nil, DefaultClusterHealthCheck); spec.HealthCheck.Port != KubeProxyHealthPort || spec.HealthCheck.Path != "/healthz" {
+	if spec, _ := DesiredSpec(svc, held, DefaultClusterHealthCheck); spec.HealthCheck.Port != KubeProxyHealthPort || spec.HealthCheck.Path != "/healthz" {
 		t.Errorf("Cluster policy health check = %+v, want kube-proxy's :%d/healthz", spec.HealthCheck, KubeProxyHealthPort)
 	}
 
@@ -85,7 +83,7 @@ func TestDesiredSpec(t *testing.T) {
 		if tc.ports != nil {
 			c.Spec.Ports = tc.ports
 		}
-		spec, _ := DesiredSpec(c, held, nil, tc.check)
+		spec, _ := DesiredSpec(c, held, tc.check)
 		if diff := cmp.Diff(&tc.want, spec.HealthCheck); diff != "" {
 			t.Errorf("%s: health check (-want +got):\n%s", tc.name, diff)
 		}
@@ -95,7 +93,7 @@ func TestDesiredSpec(t *testing.T) {
 	// could not be met) wait for it; held ones take the Service's node port.
 	svc.Spec.Ports = append(svc.Spec.Ports, v1.ServicePort{Name: "new", Protocol: v1.ProtocolTCP, Port: 443, NodePort: 30443})
 	svc.Spec.Ports[0].NodePort = 31080
-	spec, _ := DesiredSpec(svc, held, nil, DefaultClusterHealthCheck)
+	spec, _ := DesiredSpec(svc, held, DefaultClusterHealthCheck)
 	wantPorts := []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 31080}, {Name: "dns", Protocol: "UDP", Port: 53, NodePort: 30053}}
 	if diff := cmp.Diff(wantPorts, spec.Ports); diff != "" {
 		t.Errorf("ports of a partly held Service (-want +got):\n%s", diff)
@@ -103,7 +101,7 @@ func TestDesiredSpec(t *testing.T) {
 
 	// Source ranges that cannot all be used accept no client.
 	svc.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "bogus"}
-	spec, err = DesiredSpec(svc, held, nil, DefaultClusterHealthCheck)
+	spec, err = DesiredSpec(svc, held, DefaultClusterHealthCheck)
 	if !errors.Is(err, ErrSourceRanges) || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("DesiredSpec with a bad source range: %v, want ErrSourceRanges naming it", err)
 	}

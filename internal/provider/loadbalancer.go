@@ -56,17 +56,14 @@ func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.
 	return m.Ensure(ctx, svc, nodes)
 }
 
-// UpdateLoadBalancer queues a refresh of the Service's LoadBalancer. It
-// never assigns addresses or creates what the Service does not hold: the
-// service controller calls it from a snapshot of Services that may be
-// stale. The nodes are not used: the manager follows the Nodes itself.
-func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) error {
-	m, err := l.manager()
-	if err != nil {
-		return err
-	}
-	m.Update(ctx, svc)
-	return nil
+// UpdateLoadBalancer is what the service controller calls when the Nodes
+// change. It does nothing and says so with cloudprovider.ImplementedElsewhere
+// (upstream then records no Event and does not retry): LoadBalancer objects
+// do not list nodes, agents choose the backends from the Nodes themselves
+// (internal/backends), so a node change costs no write however many
+// Services there are.
+func (loadBalancer) UpdateLoadBalancer(context.Context, string, *v1.Service, []*v1.Node) error {
+	return cloudprovider.ImplementedElsewhere
 }
 
 // EnsureLoadBalancerDeleted deletes the object and releases the addresses.

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 )
 
@@ -73,5 +74,11 @@ func TestNewFromReader(t *testing.T) {
 	var retry *api.RetryError
 	if !errors.As(err, &retry) {
 		t.Errorf("Ensure before Initialize = %v, want a RetryError", err)
+	}
+	// A node change is nothing for the provider to do, and it says so:
+	// the service controller then records no Event and retries nothing.
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
+	if err := lb.UpdateLoadBalancer(context.Background(), "k", svc, []*v1.Node{{}}); !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		t.Errorf("UpdateLoadBalancer = %v, want cloudprovider.ImplementedElsewhere", err)
 	}
 }

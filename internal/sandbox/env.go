@@ -340,7 +340,12 @@ func RegisterNode(ctx context.Context, c kubernetes.Interface, name string, read
 			Type: v1.NodeReady, Status: ready, Reason: "KubeletReady",
 			LastHeartbeatTime: now, LastTransitionTime: now,
 		}}
-		created.Status.Addresses = addresses
+		// As kubelet --cloud-provider=external without --node-ip: addresses
+		// it was not given are the cloud-node controller's, which may have
+		// written them already (a conflict re-reads them): never cleared.
+		if len(addresses) > 0 {
+			created.Status.Addresses = addresses
+		}
 		_, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			if fresh, gerr := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); gerr == nil {

@@ -73,6 +73,12 @@ func (w writes) components() int {
 	return w["loadbalancers"] + w["loadbalancers/status"] + w["services/status"] + w["events"]
 }
 
+// loadBalancers is the sum of the writes to LoadBalancer objects and their
+// status.
+func (w writes) loadBalancers() int {
+	return w["loadbalancers"] + w["loadbalancers/status"]
+}
+
 func (w writes) String() string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(w)) {

@@ -36,7 +36,6 @@ func TestCRDValidation(t *testing.T) {
 		return map[string]any{
 			"addresses":             []any{"192.0.2.10", "2001:db8::10"},
 			"ports":                 []any{map[string]any{"protocol": "TCP", "port": int64(80), "nodePort": int64(30080)}},
-			"backends":              []any{map[string]any{"nodeName": "n1", "addresses": []any{"192.0.2.11"}}},
 			"healthCheck":           map[string]any{"port": int64(10256), "path": "/healthz"},
 			"externalTrafficPolicy": "Cluster",
 			"sessionAffinity":       "None",

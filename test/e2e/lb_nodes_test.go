@@ -3,14 +3,18 @@ package e2e
 import (
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
 
+	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/sandbox"
 )
 
@@ -118,4 +122,160 @@ func setStatus(t *testing.T, env *lbEnv, name string, ready v1.ConditionStatus, 
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNodeChangeWritesNoLoadBalancer: a node that joins, and later leaves,
+// reaches the agent's data plane (connections through every VIP reach
+// exactly the current nodes, through the real nftables rules) without a
+// single write to any LoadBalancer object or its status, and without an
+// UpdatedLoadBalancer Event: the objects do not list nodes, the agent
+// reads the Nodes itself, and UpdateLoadBalancer has nothing to do. On a
+// version whose LoadBalancers listed their nodes, the agent could only
+// learn of the node from a LoadBalancer write, so every VIP reaching it
+// implies writes.
+func TestNodeChangeWritesNoLoadBalancer(t *testing.T) {
+	env := startLBEnv(t, func(o *sandbox.Options) { o.Nodes, o.Unregistered = 4, 1 })
+	ctx := t.Context()
+	backends := env.nodeNames()
+	names := []string{"alpha", "beta", "gamma"}
+	var vips []netip.AddrPort
+	for _, name := range names {
+		env.create(t, newService(name, withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
+	}
+	for _, name := range names {
+		vips = append(vips, netip.AddrPortFrom(env.addresses(t, name, 1)[0], 80))
+		eventually(t, "LoadBalancer "+name+" Ready", func() bool { return env.ready(t, name) == metav1.ConditionTrue })
+	}
+	for _, vip := range vips {
+		env.nodesReached(t, vip, backends...)
+	}
+	late := env.late[0]
+
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   []string
+	}{
+		{name: "a node joins", change: func() {
+			createKubeletNode(t, env.client, late.Name, v1.ConditionTrue,
+				v1.NodeAddress{Type: v1.NodeInternalIP, Address: late.Addr4.String()}, v1.NodeAddress{Type: v1.NodeInternalIP, Address: late.Addr6.String()})
+		}, want: append(slices.Clone(backends), late.Name)},
+		{name: "the node leaves", change: func() {
+			if err := env.client.CoreV1().Nodes().Delete(ctx, late.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, want: backends},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			before, writes := env.watchLoadBalancerWrites(t)
+			events := env.countEvents(t, "UpdatedLoadBalancer")
+			step.change()
+			for _, vip := range vips {
+				env.nodesReached(t, vip, step.want...)
+			}
+			// Whatever a write would follow the change with has had the
+			// time to come: the agent reached every VIP's data plane, and
+			// a status write follows a sync at once.
+			time.Sleep(3 * time.Second)
+			if n := writes(); n != 0 {
+				t.Errorf("%d LoadBalancer watch events (object or status writes) after the node change, want 0", n)
+			}
+			for name, rv := range before {
+				if got := env.loadBalancer(t, name).ResourceVersion; got != rv {
+					t.Errorf("LoadBalancer %s: resourceVersion %s, was %s before the node change", name, got, rv)
+				}
+			}
+			if n := env.countEvents(t, "UpdatedLoadBalancer") - events; n != 0 {
+				t.Errorf("%d UpdatedLoadBalancer Events after the node change, want 0", n)
+			}
+		})
+	}
+}
+
+// watchLoadBalancerWrites waits until no LoadBalancer has changed for 3 s,
+// then returns each one's resourceVersion and a count of the watch events
+// (every create, update, status write or delete) since.
+func (env *lbEnv) watchLoadBalancerWrites(t *testing.T) (map[string]string, func() int) {
+	t.Helper()
+	lbs := env.dyn.Resource(lbapi.Resource).Namespace("default")
+	var list *unstructured.UnstructuredList
+	still := time.Time{}
+	eventually(t, "LoadBalancers unchanged for 3 s", func() bool {
+		l, err := lbs.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		if list == nil || l.GetResourceVersion() != list.GetResourceVersion() && changedItems(list, l) {
+			list, still = l, time.Now()
+			return false
+		}
+		list = l
+		return time.Since(still) >= 3*time.Second
+	})
+	before := map[string]string{}
+	for _, it := range list.Items {
+		before[it.GetName()] = it.GetResourceVersion()
+	}
+	w, err := lbs.Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			what := string(ev.Type)
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				what += " " + u.GetName() + " resourceVersion " + u.GetResourceVersion()
+			}
+			mu.Lock()
+			seen = append(seen, what)
+			mu.Unlock()
+		}
+	}()
+	return before, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range seen {
+			t.Logf("LoadBalancer watch: %s", s)
+		}
+		return len(seen)
+	}
+}
+
+// changedItems reports whether a LoadBalancer of b has another
+// resourceVersion than in a, or is new or gone.
+func changedItems(a, b *unstructured.UnstructuredList) bool {
+	if len(a.Items) != len(b.Items) {
+		return true
+	}
+	rv := map[string]string{}
+	for _, it := range a.Items {
+		rv[it.GetName()] = it.GetResourceVersion()
+	}
+	for _, it := range b.Items {
+		if rv[it.GetName()] != it.GetResourceVersion() {
+			return true
+		}
+	}
+	return false
+}
+
+// countEvents counts the Events in namespace default with reason, summing
+// their counts.
+func (env *lbEnv) countEvents(t *testing.T, reason string) int {
+	t.Helper()
+	evs, err := env.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		n += int(max(e.Count, 1))
+	}
+	return n
 }

@@ -47,16 +47,16 @@ func TestLoadBalancerRecovery(t *testing.T) {
 		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)
 
 		// One edited by hand is written back.
-		if _, err := lbs.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"backends":null}}`), metav1.PatchOptions{}); err != nil {
+		if _, err := lbs.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"sessionAffinity":"ClientIP"}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "LoadBalancer web's backends written back", func() bool {
+		eventually(t, "LoadBalancer web's session affinity written back", func() bool {
 			u, err := lbs.Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return false
 			}
 			lb, err := lbapi.FromUnstructured(u)
-			return err == nil && len(lb.Spec.Backends) == len(all)
+			return err == nil && lb.Spec.SessionAffinity == "None"
 		})
 		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)
 	})
