@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/bgp"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
@@ -139,4 +141,27 @@ func (a *Agent) advertise(an announcing, serving bool) []netip.Addr {
 	routes := bgp.Desired(an.bgp, serving, a.cfg.Owner.Owns)
 	a.cfg.Announcer.Set(routes)
 	return routeAddrs(routes)
+}
+
+// groupsOf returns the host group (membership.Group of its selector) of
+// each address of a LoadBalancer that only some hosts serve and whose
+// holder memberlist elects (L2, and BGP with proxy forwarding), and the
+// groups whose selector matches this host.
+func groupsOf(lbs []*v1alpha1.LoadBalancer, host labels.Set) (map[netip.Addr]string, []string) {
+	groups := map[netip.Addr]string{}
+	mine := map[string]bool{}
+	for _, lb := range lbs {
+		an := lb.Spec.Announce
+		if an == nil || an.HostSelector == "" || an.Mode == v1alpha1.AnnounceBGP && lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough {
+			continue
+		}
+		g := membership.Group(an.HostSelector)
+		for _, a := range usableAddrs(lb) {
+			groups[a] = g
+		}
+		if selects(an, host) {
+			mine[g] = true
+		}
+	}
+	return groups, slices.Sorted(maps.Keys(mine))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/bgp"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/membership"
 )
 
 func withAnnounce(mode, selector string) func(*v1alpha1.LoadBalancer) {
@@ -161,5 +162,28 @@ func TestSyncAdvertisesBGPAddresses(t *testing.T) {
 	_ = a.sync(t.Context())
 	if got := ann.prefixes(); len(got) != 0 {
 		t.Errorf("with its data plane failing the host still advertises %v", got)
+	}
+}
+
+func TestGroupsOf(t *testing.T) {
+	lbs := []*v1alpha1.LoadBalancer{
+		newLB("all", withAddresses("192.0.2.1")),
+		newLB("l2-edge", withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceL2, "edge=true")),
+		newLB("proxy-edge", withAddresses("192.0.2.3"), withAnnounce(v1alpha1.AnnounceBGP, "edge=true"), withForwarding(v1alpha1.ForwardingProxy)),
+		newLB("ecmp-edge", withAddresses("192.0.2.4"), withAnnounce(v1alpha1.AnnounceBGP, "edge=true"), withForwarding(v1alpha1.ForwardingPassthrough)),
+		newLB("l2-core", withAddresses("192.0.2.5"), withAnnounce(v1alpha1.AnnounceL2, "core=true")),
+	}
+	edge, core := membership.Group("edge=true"), membership.Group("core=true")
+	groups, mine := groupsOf(lbs, labels.Set{"edge": "true"})
+	want := map[netip.Addr]string{
+		netip.MustParseAddr("192.0.2.2"): edge,
+		netip.MustParseAddr("192.0.2.3"): edge,
+		netip.MustParseAddr("192.0.2.5"): core,
+	}
+	if diff := cmp.Diff(want, groups, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+		t.Errorf("groups (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{edge}, mine); diff != "" {
+		t.Errorf("this host's groups (-want +got):\n%s", diff)
 	}
 }
