@@ -34,33 +34,43 @@ func Available() error {
 // Router is FRR running in a lab host.
 type Router struct {
 	Host *lab.Host
-	dir  string
+	dir  string // the daemons' own: configuration, sockets, pid files, logs
+	keep string // where Stop leaves the logs
 	proc []*lab.Process
 }
 
 // Start writes config (FRR's integrated configuration: "router bgp ...")
-// into dir and starts zebra and bgpd in h, with their sockets, pid files
-// and logs in dir; it returns once both answer vtysh.
-func Start(ctx context.Context, h *lab.Host, dir, config string) (*Router, error) {
+// and starts zebra and bgpd in h, with their sockets, pid files and logs
+// in a directory of their own; it returns once both answer vtysh. Stop
+// copies their logs into logDir.
+//
+// The daemons drop to user frr, which cannot enter a test's temporary
+// directory (mode 0700): their directory is a fresh one under the
+// system's temporary directory that frr may write, removed by Stop.
+func Start(ctx context.Context, h *lab.Host, logDir, config string) (*Router, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	// The daemons drop to user frr: it must create its sockets and pid
-	// files here and read the configuration.
+	dir, err := os.MkdirTemp("", "groundcloud-frr-")
+	if err != nil {
+		return nil, err
+	}
 	if err := os.Chmod(dir, 0o777); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	conf := filepath.Join(dir, "frr.conf")
 	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Router{Host: h, dir: dir}
+	r := &Router{Host: h, dir: dir, keep: logDir}
 	for _, d := range []string{Zebra, BGPD} {
 		name := filepath.Base(d)
-		p, err := h.Start(context.Background(), filepath.Join(dir, name+".out"), d,
+		p, err := h.Start(context.Background(), filepath.Join(logDir, name+".out"), d,
 			"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir,
 			"-i", filepath.Join(dir, name+".pid"), "-f", conf,
 			"--log", "file:"+filepath.Join(dir, name+".log"))
@@ -150,7 +160,8 @@ func parseNexthops(out []byte, prefix netip.Prefix) ([]netip.Addr, error) {
 }
 
 // Stop stops the daemons (bgpd first, so that it does not withdraw
-// routes from a zebra that is gone).
+// routes from a zebra that is gone), keeps their logs and removes their
+// directory. Safe to call more than once.
 func (r *Router) Stop() error {
 	var errs []error
 	for i := len(r.proc) - 1; i >= 0; i-- {
@@ -159,8 +170,24 @@ func (r *Router) Stop() error {
 		}
 	}
 	r.proc = nil
+	if r.dir == "" {
+		return errors.Join(errs...)
+	}
+	for _, d := range []string{"zebra", "bgpd"} {
+		if b, err := os.ReadFile(filepath.Join(r.dir, d+".log")); err == nil {
+			errs = append(errs, os.WriteFile(filepath.Join(r.keep, d+".log"), b, 0o644))
+		}
+	}
+	errs = append(errs, os.RemoveAll(r.dir))
+	r.dir = ""
 	return errors.Join(errs...)
 }
 
-// Log returns the path of a daemon's log ("zebra", "bgpd").
-func (r *Router) Log(daemon string) string { return filepath.Join(r.dir, daemon+".log") }
+// Log returns the path of a daemon's log ("zebra", "bgpd"): in the
+// daemons' directory while they run, in the log directory after Stop.
+func (r *Router) Log(daemon string) string {
+	if r.dir == "" {
+		return filepath.Join(r.keep, daemon+".log")
+	}
+	return filepath.Join(r.dir, daemon+".log")
+}
