@@ -165,3 +165,24 @@ func groupsOf(lbs []*v1alpha1.LoadBalancer, host labels.Set) (map[netip.Addr]str
 	}
 	return groups, slices.Sorted(maps.Keys(mine))
 }
+
+// onLink returns the addresses of vips that are announced on the link
+// (L2): the cluster's split-brain guard probes those it holds, and must
+// not probe BGP addresses, which no host answers for on the link.
+func onLink(vips []netip.Addr, lbs []*v1alpha1.LoadBalancer) []netip.Addr {
+	bgpAddrs := map[netip.Addr]bool{}
+	for _, lb := range lbs {
+		if an := lb.Spec.Announce; an != nil && an.Mode == v1alpha1.AnnounceBGP {
+			for _, a := range usableAddrs(lb) {
+				bgpAddrs[a] = true
+			}
+		}
+	}
+	out := make([]netip.Addr, 0, len(vips))
+	for _, v := range vips {
+		if !bgpAddrs[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

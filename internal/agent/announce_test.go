@@ -187,3 +187,15 @@ func TestGroupsOf(t *testing.T) {
 		t.Errorf("this host's groups (-want +got):\n%s", diff)
 	}
 }
+
+// The split-brain guard sees only the addresses announced on the link.
+func TestOnLink(t *testing.T) {
+	lbs := []*v1alpha1.LoadBalancer{
+		newLB("l2", withAddresses("192.0.2.1")),
+		newLB("bgp", withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceBGP, "")),
+	}
+	vips := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")}
+	if diff := cmp.Diff(vips[:1], onLink(vips, lbs), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+		t.Errorf("onLink (-want +got):\n%s", diff)
+	}
+}
