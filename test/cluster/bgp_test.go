@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -31,8 +30,6 @@ const (
 	bgpRange4  = "198.51.100.0/28"
 	bgpRange6  = "2001:db8:100::/124"
 	edgeRange4 = "198.51.100.16/28"
-	routerASN  = 64512
-	hostsASN   = 64513
 	edgeLabel  = "example.net/edge"
 )
 
@@ -77,9 +74,15 @@ func TestBGP(t *testing.T) {
 			_ = c.Close()
 		}
 	})
-	r := startRouter(t, c, filepath.Join(dir, "frr"))
+	r, err := c.StartRouter(t.Context(), c.Clients["router"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
 	client := c.Clients["client"]
-	routeThroughRouter(t, client, r.Host)
+	if err := cluster.RouteThrough(t.Context(), client, r.Host, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/120")); err != nil {
+		t.Fatal(err)
+	}
 
 	s := &bgpScenario{c: c, r: r, client: client, lbs: lbHosts(c)}
 	s.ecmp = deploy(t, c, "ecmp", 2, nil, inPool("bgp"), dualStack, passthrough)
@@ -117,92 +120,11 @@ type bgpScenario struct {
 	ecmp   *lbScenario
 }
 
-// bgpCloudConfig adds pools announced over BGP to router, each host
-// peering with it over IPv4 and over IPv6, with a 3 s hold time.
+// bgpCloudConfig adds pools announced over BGP to the router.
 func bgpCloudConfig(router *lab.Host) string {
-	peer := func(name string, a netip.Addr) string {
-		return fmt.Sprintf("[BGPPeer %q]\naddress = %s\nasn = %d\nlocal-asn = %d\nhold-time = 3s\nkeepalive-time = 1s\n\n", name, a, routerASN, hostsASN)
-	}
 	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\nbgp-community = 64513:100\n\n", bgpRange4, bgpRange6) +
 		fmt.Sprintf("[Pool \"edge\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", edgeRange4, edgeLabel) +
-		peer("router", router.Addr4) + peer("router6", router.Addr6)
-}
-
-// startRouter starts FRR in the router host: it accepts sessions from any
-// host of the lab's subnets (dynamic neighbours), installs up to 8 equal
-// paths, and hashes flows over them by their L4 ports. Forwarding, the
-// hash policy and no ICMP redirects are set in the router's own namespace.
-func startRouter(t *testing.T, c *cluster.Cluster, dir string) *frr.Router {
-	t.Helper()
-	h := c.Clients["router"]
-	for k, v := range map[string]string{
-		"net.ipv4.ip_forward":                          "1",
-		"net.ipv6.conf.all.forwarding":                 "1",
-		"net.ipv4.fib_multipath_hash_policy":           "1",
-		"net.ipv6.fib_multipath_hash_policy":           "1",
-		"net.ipv4.conf.all.send_redirects":             "0",
-		"net.ipv4.conf.default.send_redirects":         "0",
-		"net/ipv4/conf/" + h.Iface + "/send_redirects": "0",
-	} {
-		if err := h.SetSysctl(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conf := fmt.Sprintf(`frr defaults datacenter
-hostname router
-!
-router bgp %d
- bgp router-id %s
- no bgp ebgp-requires-policy
- no bgp default ipv4-unicast
- bgp bestpath as-path multipath-relax
- neighbor LB peer-group
- neighbor LB remote-as %d
- neighbor LB timers 1 3
- neighbor LB6 peer-group
- neighbor LB6 remote-as %d
- neighbor LB6 timers 1 3
- bgp listen range %s peer-group LB
- bgp listen range %s peer-group LB6
- !
- address-family ipv4 unicast
-  neighbor LB activate
-  maximum-paths 8
- exit-address-family
- !
- address-family ipv6 unicast
-  neighbor LB6 activate
-  maximum-paths 8
- exit-address-family
-!
-`, routerASN, h.Addr4, hostsASN, hostsASN, c.Opts.Subnet4, c.Opts.Subnet6)
-	r, err := frr.Start(t.Context(), h, dir, conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Stop() })
-	return r
-}
-
-// routeThroughRouter sends h's traffic to the BGP ranges to the router,
-// and has h ignore ICMP redirects (IPv6 has no switch to stop the router
-// sending them).
-func routeThroughRouter(t *testing.T, h, router *lab.Host) {
-	t.Helper()
-	for _, k := range []string{"net.ipv4.conf.all.accept_redirects", "net/ipv4/conf/" + h.Iface + "/accept_redirects",
-		"net.ipv6.conf.all.accept_redirects", "net/ipv6/conf/" + h.Iface + "/accept_redirects"} {
-		if err := h.SetSysctl(k, "0"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, args := range [][]string{
-		{"ip", "route", "add", "198.51.100.0/24", "via", router.Addr4.String()},
-		{"ip", "-6", "route", "add", "2001:db8:100::/120", "via", router.Addr6.String()},
-	} {
-		if out, err := h.Command(t.Context(), args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v in %s: %v: %s", args, h.Name, err, out)
-		}
-	}
+		cluster.BGPPeers(router)
 }
 
 func lbHosts(c *cluster.Cluster) []*lab.Host {
