@@ -112,18 +112,24 @@ func (o *Options) speaker(ctx context.Context, cs kubernetes.Interface, rec reco
 		return nil, err
 	}
 	bgp.RegisterMetrics()
-	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: o.Host, UID: types.UID(o.Host)}
 	return bgp.New(bgp.Config{
 		RouterID: id, Peers: peers, WithdrawWait: o.BGP.WithdrawWait,
-		SessionChanged: func(p bgp.Peer, up bool, state string) {
-			if up {
-				rec.Eventf(node, corev1.EventTypeNormal, ReasonBGPSessionUp, "BGP session with %s (%s) established", p.Name, p.Address)
-				return
-			}
-			rec.Eventf(node, corev1.EventTypeWarning, ReasonBGPSessionDown,
-				"BGP session with %s (%s) is down (state %s): the router no longer sends this host the traffic of its addresses", p.Name, p.Address, state)
-		},
+		SessionChanged: sessionEvents(rec, o.Host),
 	}), nil
+}
+
+// sessionEvents records a session's changes as Events on Node host: a
+// Warning when it goes down, Normal when it is established.
+func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bool, state string) {
+	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
+	return func(p bgp.Peer, up bool, state string) {
+		if up {
+			rec.Eventf(node, corev1.EventTypeNormal, ReasonBGPSessionUp, "BGP session with %s (%s) established", p.Name, p.Address)
+			return
+		}
+		rec.Eventf(node, corev1.EventTypeWarning, ReasonBGPSessionDown,
+			"BGP session with %s (%s) is down (state %s): the router no longer sends this host the traffic of its addresses", p.Name, p.Address, state)
+	}
 }
 
 // startLabels are the host's labels now, for choosing peers.

@@ -353,6 +353,14 @@ func (s *bgpScenario) waitEvent(t *testing.T, node, reason string) {
 	})
 	if err != nil {
 		t.Errorf("no %s Event on Node %s: %v", reason, node, err)
+		evs, _ := s.c.Client.CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node})
+		for _, e := range evs.Items {
+			t.Logf("Event on %s/%s: %s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+		}
+		if pod, _, err := s.c.AgentContainer(context.Background(), node); err == nil {
+			logs, _ := s.c.Client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](60)}).DoRaw(context.Background())
+			t.Logf("agent on %s:\n%s", node, logs)
+		}
 	}
 }
 
