@@ -154,9 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
 	if nl, ok := a.cfg.HostLabels.(*NodeLabels); ok {
 		wg.Go(func() { nl.Run(runCtx) })
-		if !nl.WaitSynced(runCtx) {
-			return ctx.Err()
-		}
+		a.waitLabels(runCtx, nl)
 	}
 	logger.Info("Waiting for LoadBalancers")
 	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced) {
@@ -361,6 +359,20 @@ func (a *Agent) cleanupFailed(ctx context.Context, err error) {
 			a.retrying.Store(false)
 			a.runner.Request()
 		})
+	}
+}
+
+// labelsWait is how long the agent waits for its Node's labels before it
+// starts without them (no permission to read Nodes, say: an upgrade that
+// did not update the RBAC rules). Pools with host selectors are served once
+// the labels arrive.
+const labelsWait = 10 * time.Second
+
+func (a *Agent) waitLabels(ctx context.Context, nl *NodeLabels) {
+	wctx, cancel := context.WithTimeout(ctx, labelsWait)
+	defer cancel()
+	if !nl.WaitSynced(wctx) && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(nil, "Cannot read this host's Node labels yet; pools that select hosts by label are not served until they are read (does the agent's ClusterRole allow list and watch of nodes?)", "node", a.cfg.Host, "waited", labelsWait)
 	}
 }
 
