@@ -327,13 +327,16 @@ func (s *bgpScenario) checkLinkDown(t *testing.T) {
 	vip := s.ecmp.vip(t, false)
 	conns := s.openConns(t, vip, 12)
 	h := s.lbs[2]
-	if err := h.SetLink(false); err != nil {
+	// The node's cable: also the way its agent reaches the apiserver, and
+	// its routes come back with it (cluster.Node.SetLink).
+	node := s.c.Node(h.Name)
+	if err := node.SetLink(false); err != nil {
 		t.Fatal(err)
 	}
 	took := s.waitNexthops(t, vip, s.lbs[0], s.lbs[1])
 	t.Logf("the router moved %s's share after %v (hold time 3s)", h.Name, took)
 	expectAnswered(t, conns, "link down")
-	if err := h.SetLink(true); err != nil {
+	if err := node.SetLink(true); err != nil {
 		t.Fatal(err)
 	}
 	took = s.waitNexthops(t, vip, s.lbs...)
@@ -345,7 +348,9 @@ func (s *bgpScenario) checkLinkDown(t *testing.T) {
 // waitEvent waits for an Event with reason on Node node.
 func (s *bgpScenario) waitEvent(t *testing.T, node, reason string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// The agent posts it once it reaches the apiserver again (client-go
+	// retries an Event every 10 s).
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		evs, err := s.c.Client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
 		})
