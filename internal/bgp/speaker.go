@@ -96,7 +96,7 @@ func (s *Speaker) Run(ctx context.Context) error {
 	srv := server.NewBgpServer(server.LoggerOption(gobgpLogger{logger: logger, secrets: secrets}))
 	go srv.Serve()
 	defer srv.Stop()
-	if err := s.start(ctx, srv); err != nil {
+	if err := s.start(klog.NewContext(ctx, logger), srv); err != nil {
 		return err
 	}
 	logger.Info("BGP speaker running", "routerID", s.cfg.RouterID, "peers", len(s.cfg.Peers))
@@ -132,7 +132,8 @@ func (s *Speaker) start(ctx context.Context, srv *server.BgpServer) error {
 	}}); err != nil {
 		return fmt.Errorf("start BGP: %w", err)
 	}
-	if err := srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, s.peerEvent); err != nil {
+	logger := klog.FromContext(ctx)
+	if err := srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) { s.peerEvent(logger, r) }); err != nil {
 		return fmt.Errorf("watch BGP peers: %w", err)
 	}
 	var errs []error
@@ -177,7 +178,7 @@ func apiPeer(p Peer) *api.Peer {
 }
 
 // peerEvent keeps the session state of each peer.
-func (s *Speaker) peerEvent(r *api.WatchEventResponse) {
+func (s *Speaker) peerEvent(logger klog.Logger, r *api.WatchEventResponse) {
 	ev := r.GetPeer()
 	if ev == nil || ev.GetType() != api.WatchEventResponse_PeerEvent_STATE {
 		return
@@ -199,6 +200,7 @@ func (s *Speaker) peerEvent(r *api.WatchEventResponse) {
 		if up == was {
 			return
 		}
+		logger.Info("BGP session changed", "peer", p.Name, "address", p.Address, "established", up, "state", st.GetSessionState().String())
 		if up {
 			sessionUp.WithLabelValues(p.Name).Set(1)
 		} else {
