@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"slices"
@@ -211,6 +212,21 @@ func (s *bgpScenario) checkRoutes(t *testing.T) {
 		for _, h := range s.lbs {
 			if addr, rules := hostHolds(t, h, vip); addr {
 				t.Errorf("%s has %s on its interface (rules: %v)", h.Name, vip, rules)
+			}
+		}
+	}
+	// Each host's metrics: both sessions up, one route of each family.
+	for _, h := range s.lbs {
+		want := []string{
+			`groundcloud_agent_bgp_session_up{peer="router"} 1`,
+			`groundcloud_agent_bgp_session_up{peer="router6"} 1`,
+			`groundcloud_agent_bgp_announced_routes{family="ipv4"} 1`,
+			`groundcloud_agent_bgp_announced_routes{family="ipv6"} 1`,
+		}
+		metrics := agentMetrics(t, h)
+		for _, w := range want {
+			if !strings.Contains(metrics, "\n"+w+"\n") {
+				t.Errorf("%s's metrics lack %s", h.Name, w)
 			}
 		}
 	}
@@ -425,4 +441,19 @@ func (s *bgpScenario) checkGracefulStop(t *testing.T) {
 		t.Errorf("%d of %d new connections failed while an agent stopped; first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
 	}
 	expectAnswered(t, conns, "agent stopped")
+}
+
+// agentMetrics reads the agent's /metrics on its host's loopback.
+func agentMetrics(t *testing.T, h *lab.Host) string {
+	t.Helper()
+	resp, err := h.HTTPClient().Get("http://127.0.0.1:10263/metrics")
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", h.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
