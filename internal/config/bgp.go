@@ -231,8 +231,7 @@ var bgpKeys = []keySpec{
 		section: poolSection, name: "hosts", dfltDoc: "every host",
 		value: assign(selectorValue, func(t *target) *labels.Selector { return &t.pool.Hosts }),
 		doc: "Which load-balancer hosts announce and serve the pool's addresses, by the labels of the host's Node " +
-			"(or the agent's `--host-labels` on a host that is not a Node). A Service of the pool is served by no host " +
-			"when none matches: its LoadBalancer says so.",
+			"(or the agent's `--host-labels` on a host that is not a Node). When no host matches, no host serves the pool's addresses.",
 	},
 	{
 		section: poolSection, name: "bgp-community", multi: true,
