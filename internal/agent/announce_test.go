@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -197,5 +198,64 @@ func TestOnLink(t *testing.T) {
 	vips := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")}
 	if diff := cmp.Diff(vips[:1], onLink(vips, lbs), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Errorf("onLink (-want +got):\n%s", diff)
+	}
+}
+
+// orderLog records what happened, in order.
+type orderLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *orderLog) add(e string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+}
+
+// withdrawingSpeaker stands for the BGP speaker: when its context ends it
+// withdraws, waits a moment as the routers converge, then returns.
+type withdrawingSpeaker struct {
+	recordingAnnouncer
+	log *orderLog
+}
+
+func (s *withdrawingSpeaker) Run(ctx context.Context) error {
+	<-ctx.Done()
+	s.log.add("routes withdrawn")
+	time.Sleep(50 * time.Millisecond)
+	s.log.add("speaker stopped")
+	return nil
+}
+
+// cleanupRecorder records when the data plane is removed.
+type cleanupRecorder struct {
+	recordingDataPlane
+	log *orderLog
+}
+
+func (c *cleanupRecorder) Cleanup(context.Context) error {
+	c.log.add("data plane removed")
+	return nil
+}
+
+// On a stop the agent keeps its data plane until the speaker has withdrawn
+// its routes and waited for the routers: flows keep being forwarded while
+// the traffic moves away.
+func TestStopWithdrawsBeforeRemovingTheDataPlane(t *testing.T) {
+	log := &orderLog{}
+	sp := &withdrawingSpeaker{log: log}
+	a := testAgent(t, Config{DataPlane: &cleanupRecorder{log: log}, Announcer: sp, BGP: sp})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	waitFor(t, "a first sync", func() bool { return len(a.cfg.DataPlane.(*cleanupRecorder).synced()) > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"routes withdrawn", "speaker stopped", "data plane removed"}
+	if diff := cmp.Diff(want, log.events); diff != "" {
+		t.Errorf("order on stop (-want +got):\n%s", diff)
 	}
 }
