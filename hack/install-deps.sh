@@ -2,10 +2,12 @@
 # Installs the system tools the tests and the sandbox need when they are
 # missing, from Debian's packages: nftables (nft) and iproute2 (ip); and for
 # the real cluster's nodes containerd (containerd, ctr), runc and the CNI
-# plugins (containernetworking-plugins, in /usr/lib/cni).
+# plugins (containernetworking-plugins, in /usr/lib/cni); and for the BGP
+# tests a real router, FRR (zebra, bgpd and vtysh; internal/frr runs them
+# in a lab host with a directory of their own).
 #
-# Debian's containerd package enables and starts containerd.service in the
-# root namespace; the test bed runs a containerd of its own in each node's
+# Debian's containerd and frr packages enable and start their services in
+# the root namespace; the test bed runs a containerd of its own in each node's
 # namespaces only. A policy-rc.d that denies every start keeps the package
 # from starting one (while apt runs; the file is removed afterwards, and
 # one that was there already is left as it was).
@@ -16,6 +18,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v containerd >/dev/null && command -v ctr >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
+[ -x /usr/lib/frr/zebra ] && [ -x /usr/lib/frr/bgpd ] && command -v vtysh >/dev/null || need+=(frr)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root" >&2

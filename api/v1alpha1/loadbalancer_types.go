@@ -18,6 +18,7 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`,priority=1
 // +kubebuilder:printcolumn:name="Forwarding",type=string,JSONPath=`.spec.forwarding`,priority=1
+// +kubebuilder:printcolumn:name="Announce",type=string,JSONPath=`.spec.announce.mode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LoadBalancer struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -104,7 +105,44 @@ type LoadBalancerSpec struct {
 	// +kubebuilder:validation:Enum=Passthrough;Proxy
 	// +optional
 	Forwarding string `json:"forwarding,omitempty"`
+
+	// Announce is how the addresses are made known to the network and by
+	// which load-balancer hosts: the pool's announce, hosts and BGP keys.
+	// Absent means L2 by every host, what objects written before the field
+	// existed were.
+	// +optional
+	Announce *Announce `json:"announce,omitempty"`
 }
+
+// Announce is how and by which hosts a LoadBalancer's addresses are announced.
+type Announce struct {
+	// Mode is L2 (one host answers ARP/NDP for each address) or BGP (hosts
+	// advertise host routes to the cloud-config's BGP peers).
+	// +kubebuilder:validation:Enum=L2;BGP
+	Mode string `json:"mode"`
+	// HostSelector is a label selector in kubectl's syntax: the hosts whose
+	// labels match announce and serve the addresses. Empty selects every host.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	HostSelector string `json:"hostSelector,omitempty"`
+	// Communities are BGP standard communities ("ASN:value") of the routes.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[0-9]{1,5}:[0-9]{1,5}$`
+	// +listType=set
+	// +optional
+	Communities []string `json:"communities,omitempty"`
+	// LocalPreference is the BGP LOCAL_PREF of the routes (iBGP).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +optional
+	LocalPreference *int64 `json:"localPreference,omitempty"`
+}
+
+// The values of Announce.Mode.
+const (
+	AnnounceL2  = "L2"
+	AnnounceBGP = "BGP"
+)
 
 // The values of LoadBalancerSpec.Forwarding.
 const (
@@ -206,6 +244,11 @@ type HostStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Announcing are the addresses this host advertises over BGP now.
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=set
+	// +optional
+	Announcing []string `json:"announcing,omitempty"`
 }
 
 // LoadBalancerList is a list of LoadBalancers.

@@ -91,6 +91,19 @@ type Config struct {
 	// Links returns the prefixes of Interface (see LinkPrefixes; nil: the
 	// on-link check is skipped).
 	Links func() ([]netip.Prefix, error)
+	// HostLabels are matched against the pools' host selectors (nil: no
+	// labels; such a host serves only pools that select every host).
+	HostLabels HostLabels
+	// Announcer advertises the addresses of BGP pools (nil: this host
+	// announces none; see announce.go). BGP runs it: Run starts it and
+	// waits for it to withdraw before removing the data plane.
+	Announcer Announcer
+	BGP       Runnable
+}
+
+// Runnable is something the agent runs beside itself until ctx ends.
+type Runnable interface {
+	Run(ctx context.Context) error
 }
 
 // Agent is one load-balancer host's agent.
@@ -159,9 +172,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
 	a.nodes.Start(runCtx.Done())
 	defer a.nodes.Shutdown()
+	if nl, ok := a.cfg.HostLabels.(*NodeLabels); ok {
+		wg.Go(func() { nl.Run(runCtx) })
+		a.waitLabels(runCtx, nl)
+	}
 	logger.Info("Waiting for LoadBalancers and Nodes")
 	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced, nodeInformer.HasSynced) {
 		return ctx.Err()
+	}
+	if a.cfg.BGP != nil {
+		wg.Go(func() {
+			if err := a.cfg.BGP.Run(runCtx); err != nil {
+				logger.Error(err, "BGP speaker failed; this host advertises no route")
+			}
+		})
 	}
 	wg.Go(func() { a.checker.Run(runCtx) })
 	wg.Go(func() { a.runner.Run(runCtx) })
@@ -280,12 +304,14 @@ func (a *Agent) sync(ctx context.Context) error {
 			a.looseOnce.Do(func() { checkLoosePickup(logger) })
 		}
 	}
+	an := announceOf(lbs, a.labels())
 	var owned []netip.Addr
 	for _, vip := range plan.VIPs {
-		if a.cfg.Owner.Owns(vip) {
+		if an.l2[vip] && !an.bgpAddrs[vip] && a.cfg.Owner.Owns(vip) {
 			owned = append(owned, vip)
 		}
 	}
+	announced := a.advertise(an, syncErr == nil && a.nodesReachable(plan))
 	a.forgetGained(ctx, owned)
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
 	if addrErr != nil {
@@ -296,7 +322,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	if a.reannounce.Swap(false) {
 		a.cfg.Addresses.Announce(ctx)
 	}
-	a.reports.put(statusReport{lbs: lbs, owned: owned, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
+	a.reports.put(statusReport{lbs: lbs, owned: owned, announced: announced, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
 	a.warnOwnNodeOnly(lbs, plan.Problems)
 	a.warnOffLink(lbs, plan.Problems)
 	return errors.Join(syncErr, addrErr)
@@ -410,13 +436,30 @@ func (a *Agent) cleanupFailed(ctx context.Context, err error) {
 	}
 }
 
+// labelsWait is how long the agent waits for its Node's labels before it
+// starts without them (no permission to read Nodes, say: an upgrade that
+// did not update the RBAC rules). Pools with host selectors are served once
+// the labels arrive.
+const labelsWait = 10 * time.Second
+
+func (a *Agent) waitLabels(ctx context.Context, nl *NodeLabels) {
+	wctx, cancel := context.WithTimeout(ctx, labelsWait)
+	defer cancel()
+	if !nl.WaitSynced(wctx) && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(nil, "Cannot read this host's Node labels yet; pools that select hosts by label are not served until they are read (does the agent's ClusterRole allow list and watch of nodes?)", "node", a.cfg.Host, "waited", labelsWait)
+	}
+}
+
+// RequestSync asks for a sync soon.
+func (a *Agent) RequestSync() { a.runner.Request() }
+
 // Stuck reports whether the sync loop is stuck (see dataplane.Runner.Stuck);
 // /healthz fails then.
 func (a *Agent) Stuck() error { return a.runner.Stuck() }
 
 // report writes each LoadBalancer's status where it changed, with
 // reportWorkers writes in flight.
-func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned []netip.Addr, syncErr error, problems map[string]Problems) {
+func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned, announced []netip.Addr, syncErr error, problems map[string]Problems) {
 	now := metav1.Now()
 	var member *membership.Status
 	if a.cfg.Cluster != nil {
@@ -427,12 +470,16 @@ func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned 
 	for _, ad := range owned {
 		held[ad] = true
 	}
+	adv := make(map[netip.Addr]bool, len(announced))
+	for _, ad := range announced {
+		adv[ad] = true
+	}
 	work := make(chan *v1alpha1.LoadBalancer)
 	var wg sync.WaitGroup
 	for range reportWorkers {
 		wg.Go(func() {
 			for lb := range work {
-				a.reportOne(ctx, lb, held, syncErr, problems[lb.Namespace+"/"+lb.Name], member, now)
+				a.reportOne(ctx, lb, held, adv, syncErr, problems[lb.Namespace+"/"+lb.Name], member, now)
 			}
 		})
 	}
@@ -453,7 +500,7 @@ func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned 
 	wg.Wait()
 }
 
-func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned map[netip.Addr]bool, syncErr error, problems Problems, member *membership.Status, now metav1.Time) {
+func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned, announced map[netip.Addr]bool, syncErr error, problems Problems, member *membership.Status, now metav1.Time) {
 	r := hostReport{Host: a.cfg.Host, Programmed: syncErr == nil, Message: "data plane programmed", Member: member, Problems: problems}
 	if syncErr != nil {
 		r.Message = syncErr.Error()
@@ -462,8 +509,11 @@ func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned 
 		if ad, err := netip.ParseAddr(s); err == nil && owned[ad.Unmap()] {
 			r.Held = append(r.Held, ad.Unmap())
 		}
+		if ad, err := netip.ParseAddr(s); err == nil && announced[ad.Unmap()] {
+			r.Announcing = append(r.Announcing, ad.Unmap())
+		}
 	}
-	r.ReportsReady = len(r.Held) > 0 || a.reportsUnheld(lb, problems)
+	r.ReportsReady = len(r.Held) > 0 || len(r.Announcing) > 0 || a.reportsUnheld(lb, problems)
 	st, changed := desiredStatus(lb, r, now)
 	if !changed || a.reports.inFlight(lb, st) {
 		return

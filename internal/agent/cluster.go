@@ -192,9 +192,10 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 		}
 	}
 	hosts := publishedHosts(lbs, a.cfg.Host)
+	groups, mine := groupsOf(lbs, a.labels())
 	return membership.Observation{
-		VIPs: plan.VIPs, DataPlaneErr: syncErr, NodesReachable: reachable,
-		Peers: gossipPeers(hosts), Hosts: hosts,
+		VIPs: onLink(plan.VIPs, lbs), DataPlaneErr: syncErr, NodesReachable: reachable,
+		Peers: gossipPeers(hosts), Hosts: hosts, Groups: groups, MyGroups: mine,
 	}
 }
 

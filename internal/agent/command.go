@@ -49,6 +49,8 @@ type Options struct {
 	// Ownership is --vip-ownership; Membership configures memberlist.
 	Ownership  string
 	Membership membership.Options
+	// BGP configures the BGP speaker and the host's labels.
+	BGP BGPOptions
 }
 
 // Default client rate limits: at client-go's 5 per second, reporting the
@@ -75,6 +77,7 @@ func NewOptions() *Options {
 		KubeAPIBurst:       DefaultKubeAPIBurst,
 		Ownership:          OwnershipAll,
 		Membership:         membership.NewOptions(),
+		BGP:                BGPOptions{WithdrawWait: 3 * time.Second},
 	}
 }
 
@@ -102,7 +105,7 @@ func (o *Options) Validate() error {
 	if o.AnnounceEach <= 0 {
 		errs = append(errs, errors.New("--announce-interval must be > 0"))
 	}
-	errs = append(errs, o.validateOwnership())
+	errs = append(errs, o.validateOwnership(), o.BGP.validate())
 	return errors.Join(errs...)
 }
 
@@ -145,6 +148,10 @@ func NewCommand() *cobra.Command {
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address")
 	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
 	o.Membership.AddFlags(fs)
+	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to; empty: no BGP")
+	fs.StringVar(&o.BGP.RouterID, "bgp-router-id", o.BGP.RouterID, "BGP identifier of this host, an IPv4 address (default: the first IPv4 address of --interface)")
+	fs.DurationVar(&o.BGP.WithdrawWait, "bgp-withdraw-wait", o.BGP.WithdrawWait, "on a stop, how long the host keeps forwarding after withdrawing its routes, while the routers move the traffic away")
+	fs.StringVar(&o.BGP.HostLabels, "host-labels", o.BGP.HostLabels, "this host's labels for the pools' and BGP peers' host selectors, key=value,...; empty: the labels of the Node named --host-name")
 	logsapi.AddFlags(logOptions, fs)
 	return cmd
 }
@@ -187,7 +194,20 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := New(Config{
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	speaker, err := o.speaker(ctx, cs, own.Events)
+	if err != nil {
+		return err
+	}
+	var a *Agent
+	labels, err := o.hostLabels(cs, func() { a.RequestSync() })
+	if err != nil {
+		return err
+	}
+	a = New(Config{
 		Host:         o.Host,
 		Dynamic:      dyn,
 		Kube:         kube,
@@ -203,7 +223,11 @@ func (o *Options) Run(ctx context.Context) error {
 		AnnounceEach: o.AnnounceEach,
 		Interface:    o.Interface,
 		Links:        func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
+		HostLabels:   labels,
 	})
+	if speaker != nil {
+		a.cfg.Announcer, a.cfg.BGP = speaker, speaker
+	}
 	if o.MetricsBindAddress != "" {
 		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling, a.Stuck); err != nil {
 			return err

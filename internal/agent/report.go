@@ -16,10 +16,12 @@ const reportWorkers = 8
 // statusReport is what one sync found, to be written to the
 // LoadBalancers' status.
 type statusReport struct {
-	lbs      []*v1alpha1.LoadBalancer
-	owned    []netip.Addr
-	err      error
-	problems map[string]Problems // by namespace/name
+	lbs   []*v1alpha1.LoadBalancer
+	owned []netip.Addr
+	// announced are the addresses this host advertises over BGP.
+	announced []netip.Addr
+	err       error
+	problems  map[string]Problems // by namespace/name
 }
 
 // reportQueue hands the latest report from the sync loop to the status
@@ -120,7 +122,7 @@ func (a *Agent) reportLoop(ctx context.Context) {
 		case <-a.reports.wake:
 		}
 		if r, ok := a.reports.take(); ok {
-			a.report(ctx, r.lbs, r.owned, r.err, r.problems)
+			a.report(ctx, r.lbs, r.owned, r.announced, r.err, r.problems)
 			a.reports.prune(r.lbs)
 		}
 	}

@@ -58,7 +58,7 @@ func TestReportSkipsLoadBalancersGoneFromTheCache(t *testing.T) {
 	}
 	a := &Agent{cfg: Config{Host: "lb-1"}, client: lbapi.NewClient(dyn), lister: lbapi.NewLister(inf), reports: newReportQueue()}
 	gone := &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", Generation: 1}}
-	a.report(ctx, []*v1alpha1.LoadBalancer{gone}, nil, nil, nil)
+	a.report(ctx, []*v1alpha1.LoadBalancer{gone}, nil, nil, nil, nil)
 	for _, act := range dyn.Actions() {
 		if act.GetVerb() != "list" && act.GetVerb() != "watch" {
 			t.Errorf("unexpected %s of %s", act.GetVerb(), act.GetResource().Resource)

@@ -40,6 +40,9 @@ type hostReport struct {
 	Programmed bool
 	Message    string
 	Held       []netip.Addr // the LoadBalancer's addresses this host holds
+	// Announcing are the LoadBalancer's addresses this host advertises
+	// over BGP.
+	Announcing []netip.Addr
 	// Member is this host's standing among several (nil: a lone agent).
 	Member *membership.Status
 	// Problems are the parts of the LoadBalancer this host leaves out.
@@ -93,10 +96,13 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 	st := v1alpha1.LoadBalancerStatus{
 		Hosts: []v1alpha1.HostStatus{{Name: r.Host, Conditions: conds}},
 	}
+	for _, a := range r.Announcing {
+		st.Hosts[0].Announcing = append(st.Hosts[0].Announcing, a.String())
+	}
 	for _, a := range r.Held {
 		st.Addresses = append(st.Addresses, v1alpha1.AddressStatus{Address: a.String(), Host: r.Host})
 	}
-	if len(r.Held) > 0 || r.ReportsReady {
+	if len(r.Held) > 0 || len(r.Announcing) > 0 || r.ReportsReady {
 		st.ObservedGeneration = gen
 		if ok {
 			msg = "every address is held by a host that programmed this generation"
@@ -141,10 +147,14 @@ func covers(have, want v1alpha1.LoadBalancerStatus) bool {
 	}
 	for _, h := range want.Hosts {
 		var got []metav1.Condition
+		var announcing []string
 		for _, hh := range have.Hosts {
 			if hh.Name == h.Name {
-				got = hh.Conditions
+				got, announcing = hh.Conditions, hh.Announcing
 			}
+		}
+		if !slices.Equal(announcing, h.Announcing) {
+			return false
 		}
 		for _, c := range h.Conditions {
 			if !sameCondition(meta.FindStatusCondition(got, c.Type), c) {

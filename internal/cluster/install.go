@@ -173,5 +173,8 @@ func (c *Cluster) cloudConfig() string {
 	}
 	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\n\n[Routes]\n\n", c.Opts.Pool4, c.Opts.Pool6)
 	b.WriteString(c.Opts.ExtraCloudConfig)
+	if c.Opts.CloudConfigFor != nil {
+		b.WriteString(c.Opts.CloudConfigFor(c))
+	}
 	return b.String()
 }

@@ -62,6 +62,10 @@ type Options struct {
 	Pool4, Pool6     string
 	// ExtraCloudConfig is appended to the cloud-config.
 	ExtraCloudConfig string
+	// CloudConfigFor, when set, returns more cloud-config, appended after
+	// ExtraCloudConfig once the hosts exist and their addresses are known
+	// (a BGP peer on a client host, say).
+	CloudConfigFor func(c *Cluster) string
 	// ClusterCIDR and ServiceCIDR: one CIDR or an IPv4 and an IPv6 one
 	// (the defaults are dual-stack).
 	ClusterCIDR, ServiceCIDR string

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Config is a parsed and validated cloud-config. It is read-only: callers
@@ -14,6 +15,7 @@ type Config struct {
 	Machines map[string]*Machine // by machine name (the section name, case preserved)
 	Pools    []*Pool             // in file order: the first auto-assign pool wins
 	Routes   Routes              // the zero value (off) without a [Routes] section
+	BGPPeers []*BGPPeer          // in file order
 }
 
 // Global is the [Global] section.
@@ -78,6 +80,15 @@ type Pool struct {
 	// Forwarding is how load-balancer hosts hand the pool's traffic to
 	// nodes.
 	Forwarding Forwarding
+	// Announce is how the pool's addresses are made known (bgp.go).
+	Announce Announce
+	// Hosts selects the load-balancer hosts that serve the pool; never nil
+	// (labels.Everything when not given).
+	Hosts labels.Selector
+	// Communities and LocalPreference are attributes of the pool's BGP
+	// routes (nil LocalPreference: not sent).
+	Communities     []Community
+	LocalPreference *uint32
 }
 
 // Forwarding is how load-balancer hosts hand a pool's traffic to nodes.

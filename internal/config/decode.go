@@ -9,7 +9,7 @@ import (
 // value problem, then checks the rules that span sections. The Config is
 // meaningful only if no problem was reported.
 func decode(raw []*rawSection, p *problems) *Config {
-	d := &decoder{p: p, cfg: &Config{Machines: map[string]*Machine{}}, sectionLine: map[string]int{}}
+	d := &decoder{p: p, cfg: &Config{Machines: map[string]*Machine{}}, sectionLine: map[string]int{}, poolLines: map[*Pool]int{}, peerLines: map[*BGPPeer]int{}}
 	for _, s := range raw {
 		d.section(s)
 	}
@@ -22,14 +22,17 @@ func decode(raw []*rawSection, p *problems) *Config {
 		}
 	}
 	checkOverlaps(d.ranges, p)
+	checkBGP(d.cfg, d.poolLines, d.peerLines, p)
 	return d.cfg
 }
 
 type decoder struct {
 	p           *problems
 	cfg         *Config
-	sectionLine map[string]int // line of each section kept, by its label
-	ranges      []placedRange  // of every pool kept
+	sectionLine map[string]int   // line of each section kept, by its label
+	ranges      []placedRange    // of every pool kept
+	poolLines   map[*Pool]int    // line of each pool kept
+	peerLines   map[*BGPPeer]int // line of each BGP peer kept
 }
 
 func (d *decoder) section(s *rawSection) {
@@ -43,7 +46,7 @@ func (d *decoder) section(s *rawSection) {
 		return
 	}
 	label := sectionLabel(spec.name, s.Sub)
-	t := &target{global: &Global{}, machine: &Machine{Name: s.Sub}, pool: &Pool{Name: s.Sub}, routes: &Routes{}, firstLine: map[string]int{}}
+	t := &target{global: &Global{}, machine: &Machine{Name: s.Sub}, pool: &Pool{Name: s.Sub}, routes: &Routes{}, peer: &BGPPeer{Name: s.Sub}, firstLine: map[string]int{}}
 	keep := d.checkHeader(spec, s, label)
 	if keep {
 		switch spec.kind {
@@ -53,6 +56,10 @@ func (d *decoder) section(s *rawSection) {
 			d.cfg.Machines[s.Sub] = t.machine
 		case poolSection:
 			d.cfg.Pools = append(d.cfg.Pools, t.pool)
+			d.poolLines[t.pool] = s.Line
+		case bgpPeerSection:
+			d.cfg.BGPPeers = append(d.cfg.BGPPeers, t.peer)
+			d.peerLines[t.peer] = s.Line
 		case routesSection:
 			t.routes = &d.cfg.Routes
 		}

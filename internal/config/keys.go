@@ -19,6 +19,7 @@ const (
 	globalSection sectionKind = iota
 	machineSection
 	poolSection
+	bgpPeerSection
 	routesSection
 )
 
@@ -52,6 +53,17 @@ var sections = []sectionSpec{
 		nameDoc:   "the pool's name, an RFC 1123 label such as `public`",
 		doc: "A set of addresses that LoadBalancer Services are given addresses from. " +
 			"Pools are tried in the order they are written.",
+	},
+	{
+		kind:      bgpPeerSection,
+		name:      "BGPPeer",
+		checkName: nameCheck("peer name", content.IsDNS1123Label),
+		nameDoc:   "the router's name, an RFC 1123 label such as `tor-a`",
+		doc: "A router the load-balancer hosts open a BGP session with, to announce the addresses of the " +
+			"`announce = bgp` pools. The agents read these sections from the same file (mount it in the agent " +
+			"and give `--cloud-config`); the controller manager checks them. Every selected host peers with every " +
+			"router; each host's router ID is its first IPv4 address of `--interface` unless `--bgp-router-id` says otherwise " +
+			"([docs/bgp.md](bgp.md)). Read by agents at start: a change needs a restart of the agents.",
 	},
 	{
 		kind: routesSection,
@@ -117,7 +129,10 @@ func assign[T any](vt valueType[T], field func(*target) *T) binding {
 	})
 }
 
-var keys = []keySpec{
+// keys is every key: the ones below and bgpKeys (bgp.go).
+var keys = append(baseKeys, bgpKeys...)
+
+var baseKeys = []keySpec{
 	{
 		section: globalSection, name: "region", required: true,
 		value: assign(labelValue, func(t *target) *string { return &t.global.Region }),
@@ -259,6 +274,7 @@ type target struct {
 	machine *Machine
 	pool    *Pool
 	routes  *Routes
+	peer    *BGPPeer
 
 	firstLine map[string]int // line each value of a multi key was first given on
 	ranges    []placedRange

@@ -9,10 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // cmpConfig compares Configs; netip.Addr has unexported fields.
-var cmpConfig = cmp.Options{cmpopts.EquateComparable(netip.Addr{})}
+var cmpConfig = cmp.Options{
+	cmpopts.EquateComparable(netip.Addr{}),
+	cmp.Comparer(func(a, b labels.Selector) bool { return a.String() == b.String() }),
+}
 
 var defaultHealthCheck = ClusterHealthCheck{Kind: HealthCheckHTTP, Port: 10256, Path: "/healthz"}
 
@@ -66,7 +70,7 @@ func withLabel(k, v string) func(*Machine) {
 
 // newPool is a pool with the defaults.
 func newPool(name string, opts ...func(*Pool)) *Pool {
-	p := &Pool{Name: name, AutoAssign: true, Forwarding: ForwardingPassthrough}
+	p := &Pool{Name: name, AutoAssign: true, Forwarding: ForwardingPassthrough, Announce: AnnounceL2, Hosts: labels.Everything()}
 	for _, o := range opts {
 		o(p)
 	}
@@ -454,7 +458,7 @@ func TestParseBad(t *testing.T) {
 		{
 			name: "unknown section with a suggestion",
 			in:   global + "[Machines \"web-1\"]\nzone = a\n",
-			want: []problem{{3, `unknown section [Machines] (did you mean Machine?); the sections are [Global], [Machine "name"], [Pool "name"] and [Routes]`}},
+			want: []problem{{3, `unknown section [Machines] (did you mean Machine?); the sections are [Global], [Machine "name"], [Pool "name"], [BGPPeer "name"] and [Routes]`}},
 		},
 		{
 			name: "unknown section without a suggestion",

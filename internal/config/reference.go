@@ -138,6 +138,29 @@ auto-assign = false
 allow-cross-namespace-sharing = true  ; intranet and tools may share an address
 forwarding = proxy  ; the office nodes are not on the load-balancer hosts' subnet
 
+[Pool "edge"]
+addresses = 198.51.100.0/26
+addresses = 2001:db8:200::/120
+announce = bgp            ; routed to the hosts below, spread over them (ECMP)
+hosts = example.net/edge=true
+bgp-community = 64512:100
+bgp-local-preference = 200
+
+[BGPPeer "tor-a"]
+address = 10.0.0.1
+asn = 64512
+local-asn = 64513
+port = 179
+password-file = /etc/groundcloud/bgp/tor-a
+hold-time = 9s
+keepalive-time = 3s
+source-address = 10.0.0.31
+multihop = 2
+passive = false
+family = ipv4
+family = ipv6             ; IPv6 routes over the IPv4 session
+hosts = example.net/rack=a
+
 [Routes]
 enabled = true
 `

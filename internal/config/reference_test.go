@@ -50,8 +50,8 @@ func TestReferenceExampleParses(t *testing.T) {
 			t.Errorf("the example does not use key %s", k.name)
 		}
 	}
-	if len(cfg.Machines) != 2 || len(cfg.Pools) != 2 {
-		t.Errorf("example: %d machines and %d pools, want 2 and 2", len(cfg.Machines), len(cfg.Pools))
+	if len(cfg.Machines) != 2 || len(cfg.Pools) != 3 || len(cfg.BGPPeers) != 1 {
+		t.Errorf("example: %d machines, %d pools and %d BGP peers, want 2, 3 and 1", len(cfg.Machines), len(cfg.Pools), len(cfg.BGPPeers))
 	}
 }
 
@@ -75,7 +75,7 @@ func TestKeyTable(t *testing.T) {
 			t.Errorf("%s: a required key cannot have a default", id)
 		}
 		if k.dflt != "" {
-			tgt := &target{global: &Global{}, machine: &Machine{}, pool: &Pool{}, routes: &Routes{}, firstLine: map[string]int{}}
+			tgt := &target{global: &Global{}, machine: &Machine{}, pool: &Pool{}, routes: &Routes{}, peer: &BGPPeer{}, firstLine: map[string]int{}}
 			if err := k.value.apply(tgt, k.dflt); err != nil {
 				t.Errorf("%s: default %q does not parse: %v", id, k.dflt, err)
 			}

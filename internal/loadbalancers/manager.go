@@ -244,6 +244,7 @@ func (m *Manager) desiredSpec(svc *v1.Service, a Allocated) (v1alpha1.LoadBalanc
 	spec, rangeErr := DesiredSpec(svc, a, m.config().Global.ClusterHealthCheck)
 	var fwdErr error
 	spec.Forwarding, fwdErr = Forwarding(svc, m.pool(a.Pool))
+	spec.Announce = Announce(m.pool(a.Pool))
 	return spec, errors.Join(rangeErr, fwdErr)
 }
 

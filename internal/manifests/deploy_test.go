@@ -147,13 +147,14 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("nodeSelector %v, want groundcloud.io/load-balancer=true", spec.NodeSelector)
 	}
 	checkTolerations(t, spec.Tolerations)
-	// One Secret, the gossip key, as a file; no host path.
+	// Two Secrets as files, the gossip key and the cloud-config (for its
+	// BGP peers); no host path.
 	for _, v := range spec.Volumes {
 		switch {
 		case v.HostPath != nil:
 			t.Errorf("volume %s: the agent mounts no host path", v.Name)
-		case v.Secret != nil && v.Secret.SecretName != "groundcloud-gossip-key":
-			t.Errorf("volume %s: Secret %s; the agent mounts only groundcloud-gossip-key", v.Name, v.Secret.SecretName)
+		case v.Secret != nil && v.Secret.SecretName != "groundcloud-gossip-key" && v.Secret.SecretName != "groundcloud-cloud-config":
+			t.Errorf("volume %s: Secret %s; the agent mounts only groundcloud-gossip-key and groundcloud-cloud-config", v.Name, v.Secret.SecretName)
 		}
 	}
 	if len(spec.Containers) != 1 {

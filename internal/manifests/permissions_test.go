@@ -71,7 +71,7 @@ var allowed = map[string]map[resource]grant{
 		{"groundcloud.io", "loadbalancers"}:        {verbs: []string{"list", "watch"}},
 		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
 		{"", "events"}: {verbs: []string{"create", "patch"}},
-		{"", "nodes"}:  {verbs: []string{"list", "watch"}},
+		{"", "nodes"}:  {verbs: []string{"get", "list", "watch"}},
 	},
 	"groundcloud-router": {
 		{"groundcloud.io", "routes"}:        {verbs: []string{"list", "watch"}},

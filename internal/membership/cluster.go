@@ -55,6 +55,10 @@ type Observation struct {
 	// from them, and a host heard serving that gossip does not show counts
 	// as a member (see presence.go).
 	Hosts []Host
+	// Groups are the host groups (Group) of the virtual IPs that only some
+	// hosts may own; MyGroups those this host belongs to (groups.go).
+	Groups   map[netip.Addr]string
+	MyGroups []string
 }
 
 // Hooks are how a Cluster tells its agent what to do. They are called from
@@ -106,6 +110,8 @@ type Cluster struct {
 	known      map[string]bool   // gossip addresses to join when they are not members
 	joining    map[string]bool   // joins in flight
 	cands      []string          // members that own addresses, sorted
+	candGroups candidateGroups   // the groups of each of cands
+	pubGroups  []string          // the groups others were last told
 	suppressed map[netip.Addr]bool
 	conflicts  *conflicts
 	addr       string // our gossip address, host:port
@@ -155,7 +161,12 @@ func (c *Cluster) Owns(vip netip.Addr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	vip = vip.Unmap()
-	return !c.suppressed[vip] && Owner(vip, c.cands) == c.cfg.Name
+	return !c.suppressed[vip] && c.owner(vip) == c.cfg.Name
+}
+
+// owner is the owner of vip among the candidates of its group; c.mu is held.
+func (c *Cluster) owner(vip netip.Addr) string {
+	return Owner(vip, c.candGroups.in(c.cands, c.groupOf(vip.Unmap())))
 }
 
 // Observe takes what the agent learned in a sync and updates this host's
@@ -165,6 +176,10 @@ func (c *Cluster) Observe(o Observation) {
 	c.mu.Lock()
 	c.obs = Observation{
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
+		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
+	}
+	if len(c.obs.MyGroups) > maxGroups {
+		c.obs.MyGroups = c.obs.MyGroups[:maxGroups]
 	}
 	c.observed = true
 	c.vips = map[netip.Addr]bool{}
@@ -226,8 +241,12 @@ func (c *Cluster) evaluate(now time.Time) bool {
 	c.gossip = c.gerrs.health(now, unjoined(now, window, c.cfg.Name, c.apiMACs, c.heard, c.peers), c.hostOfIP, c.cfg.BindPort)
 	c.ready.update(now, Health{Joined: c.joined, Problem: c.problem()}, peersOf(peers))
 	cands := candidates(c.cfg.Name, c.ready.state, peers)
-	changed := !slices.Equal(cands, c.cands)
-	c.cands = cands
+	groups := candidateGroups{c.cfg.Name: c.myGroups()}
+	for _, p := range peers {
+		groups[p.Name] = p.Groups
+	}
+	changed := !slices.Equal(cands, c.cands) || !groups.equal(c.candGroups)
+	c.cands, c.candGroups = cands, groups
 	return changed
 }
 
@@ -386,8 +405,8 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		changed := c.evaluate(time.Now())
 		announce := c.newPeer
 		c.newPeer = false
-		state, publish := c.ready.state, c.ready.state != c.published
-		c.published = state
+		state, publish := c.ready.state, c.ready.state != c.published || !slices.Equal(c.myGroups(), c.pubGroups)
+		c.published, c.pubGroups = state, c.myGroups()
 		problem, cands, peers := c.problem(), slices.Clone(c.cands), len(c.peers)
 		gossip, gossipChanged := c.gossip, c.gossip != publishedGossip
 		publishedGossip = gossip
@@ -440,7 +459,7 @@ type delegate struct{ c *Cluster }
 func (d delegate) NodeMeta(int) []byte {
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()
-	return encodeMeta(meta{State: d.c.ready.state, MAC: d.c.mac})
+	return encodeMeta(meta{State: d.c.ready.state, MAC: d.c.mac, Groups: d.c.myGroups()})
 }
 func (delegate) NotifyMsg([]byte)                {}
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
@@ -465,7 +484,7 @@ func (c *Cluster) memberUp(n *memberlist.Node, joined bool) {
 	if err != nil {
 		klog.Background().V(2).Info("Member with unreadable metadata is never an owner", "member", n.Name, "err", err)
 	}
-	c.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr}
+	c.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr, Groups: m.Groups}
 	c.gossiped[n.Name] = true
 	if m.MAC != "" {
 		c.macs[m.MAC] = n.Name

@@ -124,7 +124,7 @@ func (c *Cluster) guardRound(ctx context.Context, arp *arpSocket, ndp *ndpSocket
 	var wanted, held, wanted6 []netip.Addr
 	for _, v := range c.obs.VIPs {
 		v = v.Unmap()
-		if (v.Is6() && ndp == nil) || Owner(v, c.cands) != c.cfg.Name {
+		if (v.Is6() && ndp == nil) || c.owner(v) != c.cfg.Name {
 			continue
 		}
 		wanted = append(wanted, v)

@@ -14,10 +14,16 @@ type meta struct {
 	Version int    `json:"v"`
 	State   State  `json:"state"`
 	MAC     string `json:"mac,omitempty"`
+	// Groups are the host groups the member belongs to (groups.go); always
+	// written, so that none ([]) differs from an older member's every (absent).
+	Groups []string `json:"g"`
 }
 
 func encodeMeta(m meta) []byte {
 	m.Version = metaVersion
+	if m.Groups == nil {
+		m.Groups = []string{}
+	}
 	b, _ := json.Marshal(m) // cannot fail: strings and an int
 	return b
 }
@@ -35,7 +41,7 @@ func decodeMeta(b []byte) (meta, error) {
 	switch m.State {
 	case StateStarting, StateUnhealthy, StateHoldDown, StateReady:
 	default:
-		return meta{State: StateStarting, MAC: m.MAC}, fmt.Errorf("gossip metadata: unknown state %q", m.State)
+		return meta{State: StateStarting, MAC: m.MAC, Groups: m.Groups}, fmt.Errorf("gossip metadata: unknown state %q", m.State)
 	}
 	return m, nil
 }

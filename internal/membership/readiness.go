@@ -119,6 +119,9 @@ type Member struct {
 	MAC string
 	// Addr is its gossip address, host:port.
 	Addr string
+	// Groups are the host groups it belongs to; nil: every group (it
+	// publishes none: see groups.go).
+	Groups []string
 }
 
 // candidates are the members that may own addresses: the Ready ones, this

@@ -34,6 +34,7 @@ type upOptions struct {
 	pool4   string
 	subnet4 string
 	subnet6 string
+	bgp     bool
 }
 
 // NewCommand returns the groundcloud-sandbox command.
@@ -62,6 +63,7 @@ func NewCommand() *cobra.Command {
 	up.Flags().StringVar(&o.subnet4, "subnet", "", "IPv4 subnet of the sandbox network (default: the first of 198.51.100.0/24, 203.0.113.0/24, 100.127.200.0/24 that no route of this machine overlaps)")
 	up.Flags().StringVar(&o.subnet6, "subnet6", "2001:db8:5a::/64", "IPv6 subnet of the sandbox network")
 	up.Flags().StringVar(&o.pool4, "pool", "", "IPv4 range of the address pool (default: .200-.219 of the subnet)")
+	up.Flags().BoolVar(&o.bgp, "bgp", false, "add a router (FRR) that the load-balancer hosts peer with over BGP, a client behind it, and a pool announced over BGP (docs/bgp.md); at least 2 load-balancer hosts")
 
 	down := &cobra.Command{
 		Use:   "down",
@@ -112,7 +114,14 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	}
 	work := filepath.Join(o.dir, "run")
 	_ = os.RemoveAll(work)
+	var clients []string
+	var bgpConfig func(*cluster.Cluster) string
+	if o.bgp {
+		clients, bgpConfig = []string{"client", "router"}, bgpCloudConfig
+		o.lbHosts = max(o.lbHosts, 2)
+	}
 	c, err := cluster.Start(ctx, cluster.Options{
+		Clients: clients, CloudConfigFor: bgpConfig,
 		Dir: work, ToolsDir: tools, Repo: repo,
 		Workers: o.workers, LBHosts: o.lbHosts,
 		Prefix:  labPrefix,
@@ -141,7 +150,21 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	var bgp *bgpResult
+	if o.bgp {
+		r, res, err := startBGP(ctx, c)
+		if r != nil {
+			defer func() { _ = r.Stop() }()
+		}
+		if err != nil {
+			return err
+		}
+		bgp = &res
+	}
 	printSummary(c, ex, tools, o.dir)
+	if bgp != nil {
+		printBGPSummary(*bgp)
+	}
 	<-ctx.Done()
 	fmt.Println()
 	return nil

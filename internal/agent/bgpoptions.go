@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/groundcloud/groundcloud/internal/bgp"
+	"github.com/groundcloud/groundcloud/internal/config"
+)
+
+// BGPOptions are the agent's BGP settings; the peers are in the
+// cloud-config's [BGPPeer] sections.
+type BGPOptions struct {
+	// CloudConfig is the cloud-config file (--cloud-config): the agent
+	// reads its [BGPPeer] sections. Empty: this host speaks no BGP.
+	CloudConfig string
+	// RouterID is --bgp-router-id (empty: the first IPv4 address of
+	// --interface).
+	RouterID string
+	// WithdrawWait is how long the agent keeps forwarding after it
+	// withdrew its routes on a stop.
+	WithdrawWait time.Duration
+	// HostLabels is --host-labels: this host's labels when it is not a
+	// Node (empty: the labels of the Node named --host-name).
+	HostLabels string
+}
+
+// ReasonBGPSessionDown and ReasonBGPSessionUp are the Events on this
+// host's Node when a BGP session goes down or comes back.
+const (
+	ReasonBGPSessionDown = "BGPSessionDown"
+	ReasonBGPSessionUp   = "BGPSessionUp"
+)
+
+func (o *BGPOptions) validate() error {
+	var errs []error
+	if o.RouterID != "" {
+		if a, err := netip.ParseAddr(o.RouterID); err != nil || !a.Is4() {
+			errs = append(errs, fmt.Errorf("--bgp-router-id %q: want an IPv4 address", o.RouterID))
+		}
+	}
+	if o.WithdrawWait < 0 {
+		errs = append(errs, errors.New("--bgp-withdraw-wait must not be negative"))
+	}
+	if _, err := ParseHostLabels(o.HostLabels); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// hostLabels returns where this host's labels come from.
+func (o *Options) hostLabels(cs kubernetes.Interface, changed func()) (HostLabels, error) {
+	if o.BGP.HostLabels != "" {
+		set, err := ParseHostLabels(o.BGP.HostLabels)
+		return FixedLabels(set), err
+	}
+	return NewNodeLabels(cs, o.Host, changed), nil
+}
+
+// speaker builds the BGP speaker when the cloud-config has peers that
+// select this host (nil, nil when none does). Peers are chosen once, with
+// the host's labels at start.
+func (o *Options) speaker(ctx context.Context, cs kubernetes.Interface, rec record.EventRecorder) (*bgp.Speaker, error) {
+	if o.BGP.CloudConfig == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.BGP.CloudConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--cloud-config: %w", err)
+	}
+	cfg, err := config.Parse(o.BGP.CloudConfig, data)
+	if err != nil {
+		return nil, err
+	}
+	host, err := o.startLabels(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	var peers []bgp.Peer
+	for _, p := range cfg.BGPPeers {
+		if !p.Hosts.Matches(host) {
+			continue
+		}
+		peer, err := peerOf(p)
+		if err != nil {
+			return nil, err
+		}
+		peers = append(peers, peer)
+	}
+	if len(peers) == 0 {
+		klog.FromContext(ctx).Info("No BGP peer selects this host; it advertises no route", "peers", len(cfg.BGPPeers))
+		return nil, nil
+	}
+	id, err := o.routerID()
+	if err != nil {
+		return nil, err
+	}
+	bgp.RegisterMetrics()
+	return bgp.New(bgp.Config{
+		RouterID: id, Peers: peers, WithdrawWait: o.BGP.WithdrawWait,
+		SessionChanged: sessionEvents(rec, o.Host),
+	}), nil
+}
+
+// sessionEvents records a session's changes as Events on Node host: a
+// Warning when it goes down, Normal when it is established.
+func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bool, state string) {
+	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
+	return func(p bgp.Peer, up bool, state string) {
+		if up {
+			rec.Eventf(node, corev1.EventTypeNormal, ReasonBGPSessionUp, "BGP session with %s (%s) established", p.Name, p.Address)
+			return
+		}
+		rec.Eventf(node, corev1.EventTypeWarning, ReasonBGPSessionDown,
+			"BGP session with %s (%s) is down (state %s): the router no longer sends this host the traffic of its addresses", p.Name, p.Address, state)
+	}
+}
+
+// startLabels are the host's labels now, for choosing peers.
+func (o *Options) startLabels(ctx context.Context, cs kubernetes.Interface) (labels.Set, error) {
+	if o.BGP.HostLabels != "" {
+		return ParseHostLabels(o.BGP.HostLabels)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, o.Host, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return labels.Set{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("labels of Node %s, for the BGP peers' host selectors: %w", o.Host, err)
+	}
+	return labels.Set(n.Labels), nil
+}
+
+// peerOf reads a [BGPPeer] section and its password file.
+func peerOf(p *config.BGPPeer) (bgp.Peer, error) {
+	peer := bgp.Peer{
+		Name: p.Name, Address: p.Address, ASN: p.ASN, LocalASN: p.LocalASN, Port: p.Port,
+		HoldTime: p.HoldTime, KeepaliveTime: p.KeepaliveTime, SourceAddress: p.SourceAddress,
+		Multihop: p.Multihop, Passive: p.Passive, Families: p.Families,
+	}
+	if p.PasswordFile != "" {
+		b, err := os.ReadFile(p.PasswordFile)
+		if err != nil {
+			return bgp.Peer{}, fmt.Errorf("[BGPPeer %q] password-file: %w", p.Name, err)
+		}
+		peer.Password = strings.TrimRight(string(b), "\r\n")
+		if peer.Password == "" {
+			return bgp.Peer{}, fmt.Errorf("[BGPPeer %q] password-file %s is empty", p.Name, p.PasswordFile)
+		}
+	}
+	return peer, nil
+}
+
+// routerID is --bgp-router-id or the first IPv4 address of --interface.
+func (o *Options) routerID() (netip.Addr, error) {
+	if o.BGP.RouterID != "" {
+		return netip.ParseAddr(o.BGP.RouterID)
+	}
+	link, err := netlink.LinkByName(o.Interface)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("BGP router ID: interface %s: %w", o.Interface, err)
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("BGP router ID: addresses of %s: %w", o.Interface, err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap().Is4() {
+			return ip.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("BGP router ID: %s has no IPv4 address; give --bgp-router-id", o.Interface)
+}

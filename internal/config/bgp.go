@@ -1,0 +1,362 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Announce is how a pool's addresses are made known to the network.
+type Announce string
+
+const (
+	// AnnounceL2 answers ARP and NDP for each address on one host at a time
+	// (memberlist elects it), as before BGP existed.
+	AnnounceL2 Announce = "l2"
+	// AnnounceBGP advertises each address as a host route (/32, /128) to
+	// the [BGPPeer] routers.
+	AnnounceBGP Announce = "bgp"
+)
+
+// BGPPeer is a [BGPPeer "name"] section: a router the agents of the
+// load-balancer hosts it selects open a BGP session with. The agents read
+// these sections from the same cloud-config the controller manager reads.
+type BGPPeer struct {
+	Name     string
+	Address  netip.Addr
+	ASN      uint32
+	LocalASN uint32
+	Port     int32
+	// PasswordFile holds the TCP-MD5 password (RFC 2385); "" means none.
+	// The file is read by the agents, never logged.
+	PasswordFile string
+	HoldTime     time.Duration
+	// KeepaliveTime defaults to a third of HoldTime.
+	KeepaliveTime time.Duration
+	// SourceAddress is the local address of the session; invalid means the
+	// kernel's choice.
+	SourceAddress netip.Addr
+	// Multihop is the TTL of an eBGP session to a peer that is not on a
+	// shared link; 0 means directly connected (TTL 1).
+	Multihop int
+	// Passive waits for the peer to connect.
+	Passive bool
+	// Families are the address families the session carries: "ipv4",
+	// "ipv6"; by default the family of Address.
+	Families []string
+	// Hosts selects the load-balancer hosts that peer with this router
+	// (labels.Everything when not given).
+	Hosts labels.Selector
+}
+
+// Community is a BGP standard community, written ASN:value.
+type Community struct{ ASN, Value uint16 }
+
+func (c Community) String() string { return fmt.Sprintf("%d:%d", c.ASN, c.Value) }
+
+// BGPPeer returns the peer of the given name.
+func (c *Config) BGPPeer(name string) (*BGPPeer, bool) {
+	for _, p := range c.BGPPeers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+var (
+	announceValue = valueType[Announce]{
+		name:  "announce",
+		doc:   "`l2` or `bgp`, in any case.",
+		parse: parseAnnounce,
+	}
+	selectorValue = valueType[labels.Selector]{
+		name: "label selector",
+		doc: "A Kubernetes label selector, as `kubectl get -l` takes it: `key=value`, `key!=value`, `key in (a,b)`, " +
+			"`key`, `!key`, joined by commas (`example.net/edge=true,zone in (a,b)`). Empty selects every host.",
+		parse: parseSelector,
+	}
+	asnValue = valueType[uint32]{
+		name:  "ASN",
+		doc:   "An autonomous system number, 1 to 4294967295 (4-byte ASNs are written as plain numbers).",
+		parse: parseASN,
+	}
+	durationValue = valueType[time.Duration]{
+		name:  "duration",
+		doc:   "A whole number of seconds with unit, as Go writes durations: `3s`, `90s`, `1m30s`.",
+		parse: parseSeconds,
+	}
+	communityValue = valueType[Community]{
+		name:  "community",
+		doc:   "A BGP standard community `ASN:value`, each part 0 to 65535 (`64512:100`).",
+		parse: parseCommunity,
+	}
+	uint32Value = valueType[uint32]{
+		name:  "unsigned",
+		doc:   "A whole number, 0 to 4294967295.",
+		parse: parseUint32,
+	}
+	ttlValue = valueType[int]{
+		name:  "TTL",
+		doc:   "A hop count, 1 to 255.",
+		parse: parseTTL,
+	}
+	familyValue = valueType[string]{
+		name:  "family",
+		doc:   "`ipv4` or `ipv6` (unicast), in any case.",
+		parse: parseFamily,
+	}
+	filePath = valueType[string]{
+		name:  "file path",
+		doc:   "An absolute path to a file on the load-balancer host (in the agent's container: mount it there).",
+		parse: parseFilePath,
+	}
+)
+
+func parseAnnounce(s string) (Announce, error) {
+	switch a := Announce(strings.ToLower(s)); a {
+	case AnnounceL2, AnnounceBGP:
+		return a, nil
+	}
+	if s == "" {
+		return "", errEmpty
+	}
+	return "", fmt.Errorf("%q is not a way to announce; use l2 or bgp", s)
+}
+
+func parseSelector(s string) (labels.Selector, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a label selector: %w", s, err)
+	}
+	return sel, nil
+}
+
+func parseASN(s string) (uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not an ASN: use a number from 1 to 4294967295", s)
+	}
+	return uint32(n), nil
+}
+
+func parseUint32(s string) (uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number from 0 to 4294967295", s)
+	}
+	return uint32(n), nil
+}
+
+func parseSeconds(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d%time.Second != 0 || d > 65535*time.Second {
+		return 0, fmt.Errorf("%q is not a duration in whole seconds (such as 3s or 90s) up to 65535s", s)
+	}
+	return d, nil
+}
+
+func parseCommunity(s string) (Community, error) {
+	a, v, ok := strings.Cut(s, ":")
+	x, err1 := strconv.ParseUint(a, 10, 16)
+	y, err2 := strconv.ParseUint(v, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return Community{}, fmt.Errorf("%q is not a community: write ASN:value, each 0 to 65535", s)
+	}
+	return Community{uint16(x), uint16(y)}, nil
+}
+
+func parseTTL(s string) (int, error) {
+	n, err := strconv.ParseUint(s, 10, 8)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not a hop count from 1 to 255", s)
+	}
+	return int(n), nil
+}
+
+func parseFamily(s string) (string, error) {
+	switch f := strings.ToLower(s); f {
+	case "ipv4", "ipv6":
+		return f, nil
+	}
+	return "", fmt.Errorf("%q is not an address family; use ipv4 or ipv6", s)
+}
+
+func parseFilePath(s string) (string, error) {
+	if !strings.HasPrefix(s, "/") {
+		return "", fmt.Errorf("%q is not an absolute path", s)
+	}
+	return s, nil
+}
+
+func addCommunity(t *target, c Community) error {
+	if err := t.once("bgp-community", c.String()); err != nil {
+		return err
+	}
+	t.pool.Communities = append(t.pool.Communities, c)
+	return nil
+}
+
+func addFamily(t *target, f string) error {
+	if err := t.once("family", f); err != nil {
+		return err
+	}
+	t.peer.Families = append(t.peer.Families, f)
+	return nil
+}
+
+func setLocalPreference(t *target, v uint32) error {
+	t.pool.LocalPreference = &v
+	return nil
+}
+
+// bgpKeys are the keys of [BGPPeer] sections and the BGP keys of [Pool].
+var bgpKeys = []keySpec{
+	{
+		section: poolSection, name: "announce", dflt: string(AnnounceL2),
+		value: assign(announceValue, func(t *target) *Announce { return &t.pool.Announce }),
+		doc: "How the pool's addresses are made known to the network. `l2`: one load-balancer host at a time answers ARP " +
+			"and NDP for each address (memberlist elects it among the hosts `hosts` selects); clients and hosts share a segment. " +
+			"`bgp`: the selected hosts advertise each address as a host route (`/32`, `/128`) to the `[BGPPeer]` routers. " +
+			"With `passthrough` forwarding every healthy selected host advertises every address and the router spreads " +
+			"flows over them (ECMP): hosts keep no per-flow state, so any of them serves any packet. With `proxy` forwarding " +
+			"only the host memberlist elects advertises an address, because replies must return through the host that holds " +
+			"the flow's conntrack state. A host withdraws its routes before it stops serving ([docs/bgp.md](bgp.md)).",
+	},
+	{
+		section: poolSection, name: "hosts", dfltDoc: "every host",
+		value: assign(selectorValue, func(t *target) *labels.Selector { return &t.pool.Hosts }),
+		doc: "Which load-balancer hosts announce and serve the pool's addresses, by the labels of the host's Node " +
+			"(or the agent's `--host-labels` on a host that is not a Node). When no host matches, no host serves the pool's addresses.",
+	},
+	{
+		section: poolSection, name: "bgp-community", multi: true,
+		value: bind(communityValue, addCommunity),
+		doc:   "Community attached to the routes of the pool's addresses (`announce = bgp` only).",
+	},
+	{
+		section: poolSection, name: "bgp-local-preference",
+		value: bind(uint32Value, setLocalPreference),
+		doc:   "LOCAL_PREF attribute of the pool's routes, for iBGP peers (`announce = bgp` only; eBGP peers ignore it).",
+	},
+	{
+		section: bgpPeerSection, name: "address", required: true,
+		value: assign(ipAddress, func(t *target) *netip.Addr { return &t.peer.Address }),
+		doc:   "The router's address, IPv4 or IPv6.",
+	},
+	{
+		section: bgpPeerSection, name: "asn", required: true,
+		value: assign(asnValue, func(t *target) *uint32 { return &t.peer.ASN }),
+		doc:   "The router's AS number; equal to `local-asn` for iBGP.",
+	},
+	{
+		section: bgpPeerSection, name: "local-asn", required: true,
+		value: assign(asnValue, func(t *target) *uint32 { return &t.peer.LocalASN }),
+		doc:   "The load-balancer hosts' AS number in this session.",
+	},
+	{
+		section: bgpPeerSection, name: "port", dflt: "179",
+		value: assign(portValue, func(t *target) *int32 { return &t.peer.Port }),
+		doc:   "The router's TCP port.",
+	},
+	{
+		section: bgpPeerSection, name: "password-file",
+		value: assign(filePath, func(t *target) *string { return &t.peer.PasswordFile }),
+		doc: "File holding the TCP-MD5 password (RFC 2385) of the session, its trailing newline dropped; " +
+			"the agents read it at start and never log it. Without it the session is not signed.",
+	},
+	{
+		section: bgpPeerSection, name: "hold-time", dflt: "90s",
+		value: assign(durationValue, func(t *target) *time.Duration { return &t.peer.HoldTime }),
+		doc: "BGP hold time the hosts propose: a router drops the routes of a host it has not heard from for this long " +
+			"(a crashed host). 0 or at least 3s; the session uses the lower of the two sides' values.",
+	},
+	{
+		section: bgpPeerSection, name: "keepalive-time", dfltDoc: "a third of `hold-time`",
+		value: assign(durationValue, func(t *target) *time.Duration { return &t.peer.KeepaliveTime }),
+		doc:   "Time between keepalives; less than `hold-time`.",
+	},
+	{
+		section: bgpPeerSection, name: "source-address",
+		value: assign(ipAddress, func(t *target) *netip.Addr { return &t.peer.SourceAddress }),
+		doc:   "Local address of the session, of the family of `address`; by default the kernel chooses. Every selected host must have it, so it is for a peer selected by one host only.",
+	},
+	{
+		section: bgpPeerSection, name: "multihop",
+		value: assign(ttlValue, func(t *target) *int { return &t.peer.Multihop }),
+		doc:   "TTL of an eBGP session to a router that is not on a shared link (eBGP multihop). Without it the router must be directly connected.",
+	},
+	{
+		section: bgpPeerSection, name: "passive", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.peer.Passive }),
+		doc:   "Whether the hosts wait for the router to connect instead of connecting themselves.",
+	},
+	{
+		section: bgpPeerSection, name: "family", multi: true, dfltDoc: "the family of `address`",
+		value: bind(familyValue, addFamily),
+		doc:   "Address family the session carries routes of (multiprotocol BGP): IPv4 routes over an IPv6 session, or both over one.",
+	},
+	{
+		section: bgpPeerSection, name: "hosts", dfltDoc: "every host",
+		value: assign(selectorValue, func(t *target) *labels.Selector { return &t.peer.Hosts }),
+		doc:   "Which load-balancer hosts peer with this router, by the labels of the host's Node (as in `[Pool]`): a rack's hosts with its switch.",
+	},
+}
+
+// checkBGP checks the rules across BGP keys and sections, and fills the
+// defaults that depend on other keys.
+func checkBGP(cfg *Config, pools map[*Pool]int, peers map[*BGPPeer]int, p *problems) {
+	seen := map[netip.AddrPort]*BGPPeer{}
+	for _, peer := range cfg.BGPPeers {
+		checkPeer(peer, peers[peer], p)
+		ap := netip.AddrPortFrom(peer.Address, uint16(peer.Port))
+		if first, dup := seen[ap]; dup && peer.Address.IsValid() {
+			p.add(peers[peer], sectionLabel("BGPPeer", peer.Name), "address",
+				"%s is also [BGPPeer %q] on line %d; one session per router", peer.Address, first.Name, peers[first])
+		}
+		seen[ap] = peer
+	}
+	for _, pool := range cfg.Pools {
+		if pool.Hosts == nil {
+			pool.Hosts = labels.Everything()
+		}
+		label := sectionLabel("Pool", pool.Name)
+		switch {
+		case pool.Announce == AnnounceBGP && len(cfg.BGPPeers) == 0:
+			p.add(pools[pool], label, "announce", "bgp needs at least one [BGPPeer \"name\"] section: the routers to announce to")
+		case pool.Announce != AnnounceBGP && (len(pool.Communities) > 0 || pool.LocalPreference != nil):
+			p.add(pools[pool], label, "announce", "bgp-community and bgp-local-preference need announce = bgp")
+		}
+	}
+}
+
+func checkPeer(peer *BGPPeer, line int, p *problems) {
+	label := sectionLabel("BGPPeer", peer.Name)
+	if peer.Hosts == nil {
+		peer.Hosts = labels.Everything()
+	}
+	if peer.HoldTime > 0 && peer.HoldTime < 3*time.Second {
+		p.add(line, label, "hold-time", "%s is below 3s, the least BGP allows (0 turns keepalives off)", peer.HoldTime)
+	}
+	if peer.KeepaliveTime == 0 {
+		peer.KeepaliveTime = (peer.HoldTime / 3).Truncate(time.Second)
+	} else if peer.HoldTime > 0 && peer.KeepaliveTime >= peer.HoldTime {
+		p.add(line, label, "keepalive-time", "%s is not less than hold-time %s", peer.KeepaliveTime, peer.HoldTime)
+	}
+	if peer.SourceAddress.IsValid() && peer.Address.IsValid() && peer.SourceAddress.Is4() != peer.Address.Is4() {
+		p.add(line, label, "source-address", "%s is not of the family of address %s", peer.SourceAddress, peer.Address)
+	}
+	if peer.Multihop > 0 && peer.ASN == peer.LocalASN && peer.ASN != 0 {
+		p.add(line, label, "multihop", "applies to eBGP only; an iBGP session (asn = local-asn) is not limited to one hop")
+	}
+	if len(peer.Families) == 0 && peer.Address.IsValid() {
+		peer.Families = []string{"ipv4"}
+		if peer.Address.Is6() {
+			peer.Families = []string{"ipv6"}
+		}
+	}
+}

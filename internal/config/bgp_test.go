@@ -1,0 +1,107 @@
+package config
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func TestParseBGP(t *testing.T) {
+	in := "[Global]\nregion = eu\n" +
+		"[Pool \"edge\"]\naddresses = 192.0.2.0/28\nannounce = BGP\nhosts = example.net/edge=true\n" +
+		"bgp-community = 64512:100\nbgp-community = 1:2\nbgp-local-preference = 200\n" +
+		"[BGPPeer \"tor\"]\naddress = fd00::1\nasn = 64512\nlocal-asn = 4200000000\nhold-time = 3s\n"
+	cfg, err := Parse("cloud.conf", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pref := uint32(200)
+	wantPool := newPool("edge", withRange("192.0.2.0", "192.0.2.15"), func(p *Pool) {
+		p.Announce = AnnounceBGP
+		p.Hosts = labels.SelectorFromSet(labels.Set{"example.net/edge": "true"})
+		p.Communities = []Community{{64512, 100}, {1, 2}}
+		p.LocalPreference = &pref
+	})
+	wantPeer := &BGPPeer{
+		Name: "tor", Address: netip.MustParseAddr("fd00::1"), ASN: 64512, LocalASN: 4200000000, Port: 179,
+		HoldTime: 3 * time.Second, KeepaliveTime: time.Second, Families: []string{"ipv6"}, Hosts: labels.Everything(),
+	}
+	if diff := cmp.Diff([]*Pool{wantPool}, cfg.Pools, cmpConfig); diff != "" {
+		t.Errorf("pools (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]*BGPPeer{wantPeer}, cfg.BGPPeers, cmpConfig); diff != "" {
+		t.Errorf("peers (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseBGPBad(t *testing.T) {
+	const global = "[Global]\nregion = eu\n" // lines 1-2
+	tests := []struct {
+		name string
+		in   string
+		want []problem
+	}{
+		{
+			name: "bgp pool without peers",
+			in:   global + "[Pool \"a\"]\naddresses = 192.0.2.0/28\nannounce = bgp\n",
+			want: []problem{{3, `announce: bgp needs at least one [BGPPeer "name"] section`}},
+		},
+		{
+			name: "bgp attributes on an l2 pool",
+			in:   global + "[Pool \"a\"]\naddresses = 192.0.2.0/28\nbgp-community = 1:1\n",
+			want: []problem{{3, "announce: bgp-community and bgp-local-preference need announce = bgp"}},
+		},
+		{
+			name: "bad values, each with its line",
+			in: global + "[Pool \"a\"]\naddresses = 192.0.2.0/28\n" +
+				"announce = ospf\n" + // 5
+				"hosts = a b c\n" + // 6
+				"bgp-community = 70000:1\n" + // 7
+				"[BGPPeer \"r\"]\n" + // 8
+				"address = router\n" + // 9
+				"asn = 0\n" + // 10
+				"local-asn = -1\n" + // 11
+				"hold-time = 1.5s\n" + // 12
+				"multihop = 0\n" + // 13
+				"family = l2vpn\n" + // 14
+				"password-file = secret\n", // 15
+			want: []problem{
+				{5, `"ospf" is not a way to announce; use l2 or bgp`},
+				{6, `"a b c" is not a label selector`},
+				{7, `"70000:1" is not a community`},
+				{9, `"router" is not an IPv4 or IPv6 address`},
+				{10, `"0" is not an ASN`},
+				{11, `"-1" is not an ASN`},
+				{12, `"1.5s" is not a duration in whole seconds`},
+				{13, `"0" is not a hop count`},
+				{14, `"l2vpn" is not an address family`},
+				{15, `"secret" is not an absolute path`},
+			},
+		},
+		{
+			name: "rules across keys and peers",
+			in: global +
+				"[BGPPeer \"a\"]\naddress = 10.0.0.1\nasn = 1\nlocal-asn = 1\nhold-time = 2s\nmultihop = 2\nsource-address = fd00::2\n" + // 3-9
+				"[BGPPeer \"b\"]\naddress = 10.0.0.1\nasn = 2\nlocal-asn = 1\nhold-time = 9s\nkeepalive-time = 9s\n", // 10-15
+			want: []problem{
+				{3, "hold-time: 2s is below 3s"},
+				{3, "source-address: fd00::2 is not of the family of address 10.0.0.1"},
+				{3, "multihop: applies to eBGP only"},
+				{10, "keepalive-time: 9s is not less than hold-time 9s"},
+				{10, `address: 10.0.0.1 is also [BGPPeer "a"] on line 3`},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("cloud.conf", []byte(tc.in))
+			if cfg != nil {
+				t.Errorf("Parse returned a Config with error %v", err)
+			}
+			checkProblems(t, err, tc.want)
+		})
+	}
+}

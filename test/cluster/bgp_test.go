@@ -1,0 +1,459 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/groundcloud/groundcloud/internal/agent"
+	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/frr"
+	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/internal/testbed"
+)
+
+// BGP ranges: outside the lab's subnet, so the client reaches them only
+// through the router.
+const (
+	bgpRange4  = "198.51.100.0/28"
+	bgpRange6  = "2001:db8:100::/124"
+	edgeRange4 = "198.51.100.16/28"
+	edgeLabel  = "example.net/edge"
+)
+
+// TestBGP runs the real cluster with three dedicated load-balancer hosts
+// that peer over BGP with a real router, FRR in a lab host of its own, and
+// a client that reaches the pools' addresses only through that router
+// (its route to them points at the router; replies come straight back, as
+// passthrough forwarding sends them). It checks: an ECMP route per address
+// with every host as next hop, IPv4 and IPv6; 100 new connections spread
+// over several hosts by the router's L4 hash, every one answered by a Pod;
+// a pool that selects some hosts announced by them only, following their
+// labels; an L2 pool serving beside; a host's link cut and its agent
+// crashing: the router moves its share (hold timer) and established
+// connections carry on; an agent stopped (SIGTERM) withdraws first: no new
+// connection fails.
+func TestBGP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs a real cluster and a router")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end test: needs root")
+	}
+	if err := frr.Available(); err != nil {
+		t.Fatal(err)
+	}
+	tools, err := testbed.ToolsDir(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c, err := cluster.Start(t.Context(), cluster.Options{
+		Dir: dir, ToolsDir: tools, CheckHost: true, Logf: t.Logf,
+		LBHosts: 3, Clients: []string{"router", "client"},
+		CloudConfigFor: func(c *cluster.Cluster) string { return bgpCloudConfig(c.Clients["router"]) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = c.Close()
+		}
+	})
+	r, err := c.StartRouter(t.Context(), c.Clients["router"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	client := c.Clients["client"]
+	if err := cluster.RouteThrough(t.Context(), client, r.Host, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/120")); err != nil {
+		t.Fatal(err)
+	}
+
+	s := &bgpScenario{c: c, r: r, client: client, lbs: lbHosts(c)}
+	s.ecmp = deploy(t, c, "ecmp", 2, nil, inPool("bgp"), dualStack, passthrough)
+	s.waitNexthops(t, s.ecmp.vip(t, false), s.lbs...)
+	s.waitNexthops(t, s.ecmp.vip(t, true), s.lbs...)
+
+	t.Run("ECMP route per address, none held on an interface", s.checkRoutes)
+	t.Run("new connections spread over the hosts", s.checkSpread)
+	t.Run("IPv6", s.checkIPv6)
+	t.Run("pool announced by the hosts it selects", s.checkSubset)
+	t.Run("L2 pool beside", s.checkL2)
+	t.Run("host's link down", s.checkLinkDown)
+	t.Run("agent crashed", s.checkCrash)
+	t.Run("agent stopped withdraws first", s.checkGracefulStop)
+	if t.Failed() {
+		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("zebra")) {
+			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
+		}
+	}
+	_ = r.Stop()
+	closed = true
+	err = c.Close()
+	t.Run("machine as before", func(t *testing.T) {
+		if err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+type bgpScenario struct {
+	c      *cluster.Cluster
+	r      *frr.Router
+	client *lab.Host
+	lbs    []*lab.Host
+	ecmp   *lbScenario
+}
+
+// bgpCloudConfig adds pools announced over BGP to the router.
+func bgpCloudConfig(router *lab.Host) string {
+	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\nbgp-community = 64513:100\n\n", bgpRange4, bgpRange6) +
+		fmt.Sprintf("[Pool \"edge\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", edgeRange4, edgeLabel) +
+		cluster.BGPPeers(router)
+}
+
+func lbHosts(c *cluster.Cluster) []*lab.Host {
+	var out []*lab.Host
+	for _, n := range c.Nodes {
+		if n.LoadBalancer {
+			out = append(out, n.Host)
+		}
+	}
+	return out
+}
+
+func inPool(name string) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Annotations["groundcloud.io/pool"] = name }
+}
+
+func dualStack(s *corev1.Service) {
+	s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+}
+
+func passthrough(s *corev1.Service) { delete(s.Annotations, "groundcloud.io/forwarding") }
+
+// addrsOf returns the hosts' addresses of vip's family, sorted.
+func addrsOf(vip netip.Addr, hosts ...*lab.Host) []netip.Addr {
+	var out []netip.Addr
+	for _, h := range hosts {
+		if vip.Is6() {
+			out = append(out, h.Addr6)
+		} else {
+			out = append(out, h.Addr4)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// waitNexthops waits until the router's route to vip has exactly the
+// hosts as next hops, and returns how long that took.
+func (s *bgpScenario) waitNexthops(t *testing.T, vip netip.Addr, hosts ...*lab.Host) time.Duration {
+	t.Helper()
+	want := addrsOf(vip, hosts...)
+	start := time.Now()
+	var got []netip.Addr
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, last = s.r.Nexthops(ctx, netip.PrefixFrom(vip, vip.BitLen()))
+		return last == nil && slices.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Fatalf("the router's route to %s goes to %v, want %v (last error %v)", vip, got, want, last)
+	}
+	return time.Since(start)
+}
+
+// checkRoutes: each address of the ECMP Service has a route with every
+// host as next hop (waited for at the start); the hosts report announcing
+// it in the LoadBalancer's status; no host holds it on its interface.
+func (s *bgpScenario) checkRoutes(t *testing.T) {
+	lb, err := lbObjects(t, s.c).Get(t.Context(), echoNS, "ecmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vip := range s.ecmp.vips {
+		hops, err := s.r.Nexthops(t.Context(), netip.PrefixFrom(vip, vip.BitLen()))
+		if err != nil || len(hops) != len(s.lbs) {
+			t.Errorf("route to %s: next hops %v (%v), want all %d hosts", vip, hops, err, len(s.lbs))
+		}
+		var announcing []string
+		for _, h := range lb.Status.Hosts {
+			if slices.Contains(h.Announcing, vip.String()) {
+				announcing = append(announcing, h.Name)
+			}
+		}
+		slices.Sort(announcing)
+		if want := []string{"lb-1", "lb-2", "lb-3"}; !slices.Equal(announcing, want) {
+			t.Errorf("status says %v announce %s, want %v", announcing, vip, want)
+		}
+		for _, a := range lb.Status.Addresses {
+			if a.Address == vip.String() && a.Host != "" {
+				t.Errorf("status says %s holds %s, an address no host holds on a link", a.Host, vip)
+			}
+		}
+		for _, h := range s.lbs {
+			if addr, rules := hostHolds(t, h, vip); addr {
+				t.Errorf("%s has %s on its interface (rules: %v)", h.Name, vip, rules)
+			}
+		}
+	}
+	// Each host's metrics: both sessions up, one route of each family.
+	for _, h := range s.lbs {
+		want := []string{
+			`groundcloud_agent_bgp_session_up{peer="router"} 1`,
+			`groundcloud_agent_bgp_session_up{peer="router6"} 1`,
+			`groundcloud_agent_bgp_announced_routes{family="ipv4"} 1`,
+			`groundcloud_agent_bgp_announced_routes{family="ipv6"} 1`,
+		}
+		metrics := agentMetrics(t, h)
+		for _, w := range want {
+			if !strings.Contains(metrics, "\n"+w+"\n") {
+				t.Errorf("%s's metrics lack %s", h.Name, w)
+			}
+		}
+	}
+	out, err := s.r.VTY(t.Context(), "show bgp ipv4 unicast "+s.ecmp.vip(t, false).String()+"/32")
+	if err != nil || !strings.Contains(string(out), "64513:100") {
+		t.Errorf("the route does not carry the pool's community 64513:100: %v\n%s", err, out)
+	}
+}
+
+// checkSpread: 100 new connections through the router, every one answered
+// by a Pod, reach several hosts (counted at each host's ingress).
+func (s *bgpScenario) checkSpread(t *testing.T) {
+	vip := s.ecmp.vip(t, false)
+	for _, h := range s.lbs {
+		runNft(t, h, countTable([]netip.Addr{vip}))
+		defer func() {
+			_, _ = h.Command(context.Background(), "nft", "delete", "table", "netdev", "passthrough-count").CombinedOutput()
+		}()
+	}
+	waitServing(t, lbClient(s.client), url(vip))
+	before := map[string]int{}
+	for _, h := range s.lbs {
+		before[h.Name] = countersIn(t, h)[0]
+	}
+	survey(t, lbClient(s.client), newReceivers(t, s.c), url(vip), 100)
+	reached := map[string]int{}
+	for _, h := range s.lbs {
+		if n := countersIn(t, h)[0] - before[h.Name]; n > 0 {
+			reached[h.Name] = n
+		}
+	}
+	t.Logf("packets to %s per load-balancer host over 100 connections: %v", vip, reached)
+	if len(reached) < 2 {
+		t.Errorf("100 connections reached only %v: the router does not spread flows over the hosts", reached)
+	}
+}
+
+// checkIPv6: the IPv6 address is routed to every host and answers.
+func (s *bgpScenario) checkIPv6(t *testing.T) {
+	vip := s.ecmp.vip(t, true)
+	waitServing(t, lbClient(s.client), url(vip))
+	survey(t, lbClient(s.client), newReceivers(t, s.c), url(vip), 20)
+}
+
+// checkSubset: pool "edge" selects hosts labelled example.net/edge=true:
+// only they announce its address, and a label removed withdraws it there.
+func (s *bgpScenario) checkSubset(t *testing.T) {
+	ctx := t.Context()
+	setNodeLabel(ctx, t, s.c, "lb-1", edgeLabel, true)
+	setNodeLabel(ctx, t, s.c, "lb-2", edgeLabel, true)
+	defer setNodeLabel(context.Background(), t, s.c, "lb-1", edgeLabel, false)
+	defer setNodeLabel(context.Background(), t, s.c, "lb-2", edgeLabel, false)
+	edge := deploy(t, s.c, "edge", 1, nil, inPool("edge"), passthrough)
+	vip := edge.vip(t, false)
+	s.waitNexthops(t, vip, s.lbs[0], s.lbs[1])
+	waitServing(t, lbClient(s.client), url(vip))
+	setNodeLabel(ctx, t, s.c, "lb-2", edgeLabel, false)
+	s.waitNexthops(t, vip, s.lbs[0])
+	survey(t, lbClient(s.client), newReceivers(t, s.c), url(vip), 10)
+}
+
+// checkL2: a Service of the L2 pool is held by one host on the link and
+// answers the client, beside the BGP pools.
+func (s *bgpScenario) checkL2(t *testing.T) {
+	l2 := deploy(t, s.c, "l2", 1, nil, passthrough)
+	vip := l2.vip(t, false)
+	if h := holder(t, dynOf(t, s.c), "l2", vip); h == "" {
+		t.Fatal("no host holds the L2 address")
+	}
+	if _, err := s.r.Nexthops(t.Context(), netip.PrefixFrom(vip, 32)); err != nil {
+		t.Fatal(err)
+	}
+	hops, _ := s.r.Nexthops(t.Context(), netip.PrefixFrom(vip, 32))
+	if len(hops) > 0 {
+		t.Errorf("the L2 address %s is routed over BGP to %v", vip, hops)
+	}
+	waitServing(t, lbClient(s.client), url(vip))
+}
+
+// openConns opens n keep-alive connections to vip through the router.
+func (s *bgpScenario) openConns(t *testing.T, vip netip.Addr, n int) []*keepAlive {
+	t.Helper()
+	var out []*keepAlive
+	for range n {
+		k, _, err := dialKeepAlive(t.Context(), s.client, netip.AddrPortFrom(vip, 80))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, k)
+	}
+	t.Cleanup(func() {
+		for _, k := range out {
+			k.Close()
+		}
+	})
+	return out
+}
+
+// expectAnswered checks that every connection still answers.
+func expectAnswered(t *testing.T, conns []*keepAlive, when string) {
+	t.Helper()
+	for i, k := range conns {
+		if _, err := k.getWithin(5 * time.Second); err != nil {
+			t.Errorf("%s: established connection #%d failed: %v", when, i, err)
+		}
+	}
+}
+
+// checkLinkDown: lb-3's cable pulled: the router drops its routes when the
+// hold timer expires, established connections carry on over the other
+// hosts (each sends a flow to the same node), and lb-3 reports the lost
+// session as a Warning Event on its Node; plugged back, it announces again.
+func (s *bgpScenario) checkLinkDown(t *testing.T) {
+	vip := s.ecmp.vip(t, false)
+	conns := s.openConns(t, vip, 12)
+	h := s.lbs[2]
+	// The node's cable: also the way its agent reaches the apiserver, and
+	// its routes come back with it (cluster.Node.SetLink).
+	node := s.c.Node(h.Name)
+	if err := node.SetLink(false); err != nil {
+		t.Fatal(err)
+	}
+	took := s.waitNexthops(t, vip, s.lbs[0], s.lbs[1])
+	t.Logf("the router moved %s's share after %v (hold time 3s)", h.Name, took)
+	expectAnswered(t, conns, "link down")
+	if err := node.SetLink(true); err != nil {
+		t.Fatal(err)
+	}
+	took = s.waitNexthops(t, vip, s.lbs...)
+	t.Logf("%s announces again %v after its link came back", h.Name, took)
+	expectAnswered(t, conns, "link back")
+	s.waitEvent(t, h.Name, agent.ReasonBGPSessionDown)
+}
+
+// waitEvent waits for an Event with reason on Node node.
+func (s *bgpScenario) waitEvent(t *testing.T, node, reason string) {
+	t.Helper()
+	// The agent posts it once it reaches the apiserver again (client-go
+	// retries an Event every 10 s).
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := s.c.Client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
+		})
+		return err == nil && len(evs.Items) > 0, nil
+	})
+	if err != nil {
+		t.Errorf("no %s Event on Node %s: %v", reason, node, err)
+		evs, _ := s.c.Client.CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node})
+		for _, e := range evs.Items {
+			t.Logf("Event on %s/%s: %s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+		}
+		if pod, _, err := s.c.AgentContainer(context.Background(), node); err == nil {
+			logs, _ := s.c.Client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](60)}).DoRaw(context.Background())
+			t.Logf("agent on %s:\n%s", node, logs)
+		}
+	}
+}
+
+// checkCrash: lb-2's agent is killed as a crash would; established
+// connections carry on (its forwarding rules stay until the router moves
+// the flows, and the other hosts send them to the same nodes), and the
+// restarted agent announces again.
+func (s *bgpScenario) checkCrash(t *testing.T) {
+	vip := s.ecmp.vip(t, false)
+	conns := s.openConns(t, vip, 12)
+	killAgent(t, s.c, s.lbs[1].Name)
+	expectAnswered(t, conns, "agent crashed")
+	s.waitNexthops(t, vip, s.lbs...)
+	expectAnswered(t, conns, "agent back")
+}
+
+// checkGracefulStop: lb-1's agent Pod is deleted (SIGTERM) while the
+// client opens new connections without pause: it withdraws its routes and
+// keeps forwarding until the router moved the traffic, so none fails.
+func (s *bgpScenario) checkGracefulStop(t *testing.T) {
+	vip := s.ecmp.vip(t, false)
+	conns := s.openConns(t, vip, 12)
+	pod, _, err := s.c.AgentContainer(t.Context(), s.lbs[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		client := lbClient(s.client)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := get(t.Context(), client, url(vip)); err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+				continue
+			}
+			ok.Add(1)
+		}
+	})
+	if err := s.c.Client.CoreV1().Pods(pod.Namespace).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitNexthops(t, vip, s.lbs[1], s.lbs[2])
+	// The Pod is gone (its agent cleaned up) and a new one announces.
+	s.waitNexthops(t, vip, s.lbs...)
+	close(stop)
+	wg.Wait()
+	t.Logf("new connections while lb-1's agent stopped and came back: %d answered, %d failed", ok.Load(), failed.Load())
+	if failed.Load() > 0 || ok.Load() == 0 {
+		t.Errorf("%d of %d new connections failed while an agent stopped; first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
+	}
+	expectAnswered(t, conns, "agent stopped")
+}
+
+// agentMetrics reads the agent's /metrics on its host's loopback.
+func agentMetrics(t *testing.T, h *lab.Host) string {
+	t.Helper()
+	resp, err := h.HTTPClient().Get("http://127.0.0.1:10263/metrics")
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", h.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
