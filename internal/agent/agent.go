@@ -147,6 +147,9 @@ func New(cfg Config) *Agent {
 // Run serves until ctx ends, then removes this host's rules and addresses.
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if a.cfg.Kube == nil {
+		return errors.New("agent: no Kubernetes client for the Node informer (Config.Kube)")
+	}
 	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.runner.Request() },
 		UpdateFunc: func(old, cur any) { a.onUpdate(old, cur) },

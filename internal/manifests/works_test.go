@@ -378,9 +378,14 @@ func runAgent(t *testing.T, kubeconfig, host string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := agent.New(agent.Config{
 		Host:         host,
 		Dynamic:      dyn,
+		Kube:         kube, // its Node informer runs with the ServiceAccount's rules too
 		DataPlane:    pretendDataPlane{},
 		Addresses:    pretendAddresses{},
 		Owner:        agent.AllAddresses{},
