@@ -19,7 +19,7 @@ tools:            ## build the pinned Kubernetes binaries (kube-apiserver, kubel
 	hack/tools/build-module.sh helm
 	hack/tools/build-module.sh promcheck
 
-deps:             ## install nftables, iproute2, containerd, runc and the CNI plugins when missing (Debian, as root)
+deps:             ## install nftables, iproute2, containerd, runc, the CNI plugins and frr when missing (Debian, as root)
 	hack/install-deps.sh
 
 test: deps lint   ## everything CI runs: lint, unit, kernel (netns) and end-to-end tests
