@@ -379,8 +379,14 @@ func checkLocalPolicy(t *testing.T, c *cluster.Cluster) *lbScenario {
 // answered by a Pod on node.
 func expectOnly(t *testing.T, client *http.Client, u, node string) {
 	t.Helper()
+	expectOnlyWithin(t, client, u, node, 2*time.Minute)
+}
+
+// expectOnlyWithin is expectOnly with a deadline of d.
+func expectOnlyWithin(t *testing.T, client *http.Client, u, node string, d time.Duration) {
+	t.Helper()
 	var got map[string]int
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, d, true, func(ctx context.Context) (bool, error) {
 		got = map[string]int{}
 		for range 20 {
 			a, err := get(ctx, client, u)
@@ -405,13 +411,33 @@ func expectOnly(t *testing.T, client *http.Client, u, node string) {
 // well.
 func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, node string) {
 	ctx := t.Context()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range c.Nodes {
+			if !n.LoadBalancer {
+				continue
+			}
+			if pod, _, err := c.AgentContainer(context.Background(), n.Name); err == nil {
+				logs, _ := c.Client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](80)}).DoRaw(context.Background())
+				t.Logf("agent on %s:\n%s", n.Name, logs)
+			}
+		}
+		if n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{}); err == nil {
+			t.Logf("Node %s: providerID %q taints %v addresses %v labels %v", node, n.Spec.ProviderID, n.Spec.Taints, n.Status.Addresses, n.Labels)
+		}
+	})
 	if err := c.Join(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	checkNodeInitialised(t, c, node)
 	client := lbClient(c.Clients["client"])
 	moveTo(ctx, t, c, local.name, node)
-	expectOnly(t, client, url(local.vip(t, false)), node)
+	// A fresh node's kube-proxy reports the Pod on its healthCheckNodePort
+	// once it has the Pod's endpoints; on a loaded machine that took
+	// longer than two minutes once.
+	expectOnlyWithin(t, client, url(local.vip(t, false)), node, 4*time.Minute)
 
 	r := newReceivers(t, c)
 	var got map[string]int
