@@ -435,8 +435,9 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, no
 	client := lbClient(c.Clients["client"])
 	moveTo(ctx, t, c, local.name, node)
 	// A fresh node's kube-proxy reports the Pod on its healthCheckNodePort
-	// once it has the Pod's endpoints; on a loaded machine that took
-	// longer than two minutes once.
+	// once it has the Pod's endpoints; once, on a loaded machine, no
+	// answer came within two minutes (cause not found: the Cleanup above
+	// shows the agents' view when it fails).
 	expectOnlyWithin(t, client, url(local.vip(t, false)), node, 4*time.Minute)
 
 	r := newReceivers(t, c)
