@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -91,8 +92,10 @@ type Config struct {
 	// Links returns the prefixes of Interface (see LinkPrefixes; nil: the
 	// on-link check is skipped).
 	Links func() ([]netip.Prefix, error)
-	// HostLabels are matched against the pools' host selectors (nil: no
-	// labels; such a host serves only pools that select every host).
+	// HostLabels are matched against the pools' host selectors (nil: the
+	// labels of the Node named Host, read from the agent's Node informer;
+	// until that Node is seen the host matches only pools that select
+	// every host).
 	HostLabels HostLabels
 	// Announcer advertises the addresses of BGP pools (nil: this host
 	// announces none; see announce.go). BGP runs it: Run starts it and
@@ -175,10 +178,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
 	a.nodes.Start(runCtx.Done())
 	defer a.nodes.Shutdown()
-	if nl, ok := a.cfg.HostLabels.(*NodeLabels); ok {
-		wg.Go(func() { nl.Run(runCtx) })
-		a.waitLabels(runCtx, nl)
-	}
 	logger.Info("Waiting for LoadBalancers and Nodes")
 	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced, nodeInformer.HasSynced) {
 		return ctx.Err()
@@ -230,9 +229,20 @@ func (a *Agent) onUpdate(old, cur any) {
 // an excluded one changes no load balancer, and a sync costs every
 // LoadBalancer's translation.
 func (a *Agent) onNode(obj any) {
-	if isBackend(obj) {
+	if isBackend(obj) || a.isOwnNode(obj) {
 		a.runner.Request()
 	}
+}
+
+// isOwnNode reports whether obj, a Node or the tombstone of one, is this
+// host's, whose labels the pools' host selectors match (Config.HostLabels
+// nil).
+func (a *Agent) isOwnNode(obj any) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	return ok && a.cfg.HostLabels == nil && n.Name == a.cfg.Host
 }
 
 // isBackend reports whether obj, a Node or the tombstone of one, is a
@@ -250,15 +260,24 @@ func isBackend(obj any) bool {
 }
 
 // onNodeUpdate syncs when a Node's update changes whether or with which
-// addresses it is a backend (backends.Same); kubelet's status reports and
-// label or annotation changes do not.
+// addresses it is a backend (backends.Same), or changes this host's own
+// labels; kubelet's status reports and other nodes' label or annotation
+// changes do not.
 func (a *Agent) onNodeUpdate(old, cur any) {
 	o, ok1 := old.(*corev1.Node)
 	c, ok2 := cur.(*corev1.Node)
-	if ok1 && ok2 && backends.Same(o, c) {
+	if !ok1 || !ok2 {
+		a.runner.Request()
 		return
 	}
-	a.runner.Request()
+	if a.isOwnNode(c) && !maps.Equal(o.Labels, c.Labels) {
+		klog.Background().Info("Host labels changed", "node", c.Name, "labels", labels.Set(c.Labels).String())
+		a.runner.Request()
+		return
+	}
+	if !backends.Same(o, c) {
+		a.runner.Request()
+	}
 }
 
 func (a *Agent) announce(ctx context.Context) {
@@ -436,20 +455,6 @@ func (a *Agent) cleanupFailed(ctx context.Context, err error) {
 			a.retrying.Store(false)
 			a.runner.Request()
 		})
-	}
-}
-
-// labelsWait is how long the agent waits for its Node's labels before it
-// starts without them (no permission to read Nodes, say: an upgrade that
-// did not update the RBAC rules). Pools with host selectors are served once
-// the labels arrive.
-const labelsWait = 10 * time.Second
-
-func (a *Agent) waitLabels(ctx context.Context, nl *NodeLabels) {
-	wctx, cancel := context.WithTimeout(ctx, labelsWait)
-	defer cancel()
-	if !nl.WaitSynced(wctx) && ctx.Err() == nil {
-		klog.FromContext(ctx).Error(nil, "Cannot read this host's Node labels yet; pools that select hosts by label are not served until they are read (does the agent's ClusterRole allow list and watch of nodes?)", "node", a.cfg.Host, "waited", labelsWait)
 	}
 }
 

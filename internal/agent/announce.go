@@ -108,12 +108,18 @@ func ParseHostLabels(s string) (labels.Set, error) {
 	return set, nil
 }
 
-// labels returns this host's labels.
+// labels returns this host's labels: the fixed ones, or its Node's as the
+// agent's Node informer holds them (backends.Transform keeps labels); none
+// while that Node is not seen.
 func (a *Agent) labels() labels.Set {
-	if a.cfg.HostLabels == nil {
+	if a.cfg.HostLabels != nil {
+		return a.cfg.HostLabels.Labels()
+	}
+	n, err := a.nodeList.Get(a.cfg.Host)
+	if err != nil || n.Labels == nil {
 		return labels.Set{}
 	}
-	return a.cfg.HostLabels.Labels()
+	return labels.Set(n.Labels)
 }
 
 // nodesReachable: some node answers its health check, or there is none

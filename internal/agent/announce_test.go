@@ -11,7 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/bgp"
@@ -258,4 +261,46 @@ func TestStopWithdrawsBeforeRemovingTheDataPlane(t *testing.T) {
 	if diff := cmp.Diff(want, log.events); diff != "" {
 		t.Errorf("order on stop (-want +got):\n%s", diff)
 	}
+}
+
+// Without fixed labels the host's labels are its own Node's, from the
+// agent's Node informer: a label added to that Node makes the host announce
+// the pool that selects it, and the label's removal withdraws it; another
+// Node's labels do not count.
+func TestOwnNodeLabelsSelectPools(t *testing.T) {
+	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	own := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lb-1"}}
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lb-2", Labels: map[string]string{"rack": "a"}}}
+	kube := kubefake.NewClientset(append(nodeObjects(testNodes()...), own, other)...)
+	ann := &recordingAnnouncer{}
+	a := testAgent(t, Config{DataPlane: &failingDataPlane{}, Kube: kube, Announcer: ann},
+		newLB("ecmp", noCheck, withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceBGP, "rack=a"), withForwarding(v1alpha1.ForwardingPassthrough)),
+	)
+	runAgent(t, a)
+	waitPrefixes := func(want []string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cmp.Equal(want, ann.prefixes(), cmpopts.EquateEmpty()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("advertised %v, want %v", ann.prefixes(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	setLabels := func(l map[string]string) {
+		t.Helper()
+		n, err := kube.CoreV1().Nodes().Get(t.Context(), "lb-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels = l
+		if _, err := kube.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPrefixes(nil)
+	setLabels(map[string]string{"rack": "a"})
+	waitPrefixes([]string{"192.0.2.2/32"})
+	setLabels(map[string]string{"rack": "b"})
+	waitPrefixes(nil)
 }

@@ -64,13 +64,14 @@ func (o *BGPOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-// hostLabels returns where this host's labels come from.
-func (o *Options) hostLabels(cs kubernetes.Interface, changed func()) (HostLabels, error) {
+// hostLabels returns this host's fixed labels (--host-labels), or nil:
+// then the agent reads its Node's labels (Config.HostLabels).
+func (o *Options) hostLabels() (HostLabels, error) {
 	if o.BGP.HostLabels != "" {
 		set, err := ParseHostLabels(o.BGP.HostLabels)
 		return FixedLabels(set), err
 	}
-	return NewNodeLabels(cs, o.Host, changed), nil
+	return nil, nil
 }
 
 // speaker builds the BGP speaker when the cloud-config has peers that

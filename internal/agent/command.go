@@ -202,12 +202,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var a *Agent
-	labels, err := o.hostLabels(cs, func() { a.RequestSync() })
+	labels, err := o.hostLabels()
 	if err != nil {
 		return err
 	}
-	a = New(Config{
+	a := New(Config{
 		Host:         o.Host,
 		Dynamic:      dyn,
 		Kube:         kube,
