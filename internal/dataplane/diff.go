@@ -49,8 +49,9 @@ func FullSync(tx *knftables.Transaction, desired *Table, existing map[string][]s
 	}
 	for _, name := range maps {
 		m := desired.Maps[name]
-		for _, key := range sortedKeys(m.Elements) {
-			addElement(tx, name, m.Elements[key])
+		for _, key := range m.keys() {
+			e, _ := m.element(key)
+			addElement(tx, name, e)
 		}
 	}
 }
@@ -88,9 +89,13 @@ func PartialSync(tx *knftables.Transaction, applied, desired *Table) {
 		if slices.Contains(newMaps, name) {
 			old = nil
 		}
-		for _, key := range sortedKeys(m.Elements) {
-			if prev, ok := lookupElement(old, key); !ok || !prev.equal(m.Elements[key]) {
-				addElement(tx, name, m.Elements[key])
+		if old != nil && old.Buckets != nil && slices.Equal(old.Buckets, m.Buckets) {
+			continue // the common case of a bucket map: nothing moved
+		}
+		for _, key := range m.keys() {
+			e, _ := m.element(key)
+			if prev, ok := old.element(key); !ok || !prev.equal(e) {
+				addElement(tx, name, e)
 			}
 		}
 	}
@@ -137,19 +142,15 @@ func diffMaps(applied, desired *Table) (added, gone []string) {
 }
 
 func deleteStaleElements(tx *knftables.Transaction, old, desired *Map) {
-	for _, key := range sortedKeys(old.Elements) {
-		if cur, ok := desired.Elements[key]; !ok || !cur.equal(old.Elements[key]) {
-			tx.Delete(&knftables.Element{Map: old.Name, Key: old.Elements[key].Key})
+	if old.Buckets != nil && slices.Equal(old.Buckets, desired.Buckets) {
+		return
+	}
+	for _, key := range old.keys() {
+		e, _ := old.element(key)
+		if cur, ok := desired.element(key); !ok || !cur.equal(e) {
+			tx.Delete(&knftables.Element{Map: old.Name, Key: e.Key})
 		}
 	}
-}
-
-func lookupElement(m *Map, key string) (Element, bool) {
-	if m == nil {
-		return Element{}, false
-	}
-	e, ok := m.Elements[key]
-	return e, ok
 }
 
 func addRules(tx *knftables.Transaction, c *Chain) {

@@ -35,6 +35,19 @@ func serviceChainName(service string, p Port) string {
 	return "svc-" + shortHash(service+"/"+suffix) + "-" + readable(service) + "/" + suffix
 }
 
+// bucketMapName names the map of a service port's buckets (proxy mode):
+// "bkt-<hash>-<namespace/name>/<proto>/<port>".
+func bucketMapName(service string, p Port) string {
+	suffix := fmt.Sprintf("%s/%d", p.Protocol.nft(), p.Port)
+	return "bkt-" + shortHash(service+"/"+suffix) + "-" + readable(service) + "/" + suffix
+}
+
+// bucketMapTypeOf is the key of every bucket map. The key is a jhash
+// result, but nft 1.0.6 crashes listing a map declared "typeof jhash …"
+// and refuses "type mark" for it (datatype mismatch); numgen gives the
+// same 32-bit integer type and lists fine.
+const bucketMapTypeOf = "numgen inc mod 2"
+
 // firewallChainName names the chain that drops clients outside a service's
 // source ranges: "fw-<hash>-<namespace/name>".
 func firewallChainName(service string) string {

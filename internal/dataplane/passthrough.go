@@ -32,6 +32,13 @@ func nodeChainName(f family, node string) string {
 	return f.ip + "-node-" + shortHash(node) + "-" + readable(node)
 }
 
+// passthroughBucketMapName names the bucket map of a passthrough service in
+// family f: "ip-bkt-<hash>-<namespace/name>". Its ports share it: their
+// buckets and verdicts are the same.
+func passthroughBucketMapName(f family, service string) string {
+	return f.ip + "-bkt-" + shortHash(service) + "-" + readable(service)
+}
+
 // desiredNetDev computes the netdev table: at the ingress of the interface,
 // before routing and conntrack, packets addressed to this host's
 // link-layer address and to a passthrough frontend go by
@@ -84,54 +91,63 @@ func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
 	if f.nft == knftables.IPv6Family {
 		dispatch = mapPassthroughPorts6
 	}
+	bucketMap := passthroughBucketMapName(f, svc.name)
+	served := false
 	for _, fe := range svc.frontends {
 		if !f.is(fe.vip) {
 			continue
 		}
+		served = true
 		chain := passthroughChainName(f, svc.name, fe.port)
 		if _, ok := t.Chains[chain]; !ok {
 			var rules []string
 			if svc.restricted {
 				rules = append(rules, firewallRule(f, svc.ranges))
 			}
-			t.addChain(chain, append(rules, bucketRule(f, svc.affinity, buckets, svc.self))...)
-			for _, node := range slices.Compact(slices.Sorted(slices.Values(buckets[:]))) {
-				if node != svc.self {
-					t.addChain(nodeChainName(f, node), fmt.Sprintf("fwd %s to %s device %q", f.ip, addrs.of(node), svc.iface))
-				}
-			}
+			t.addChain(chain, append(rules, bucketRule(f, svc.affinity, bucketMap))...)
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(dispatch, key, []string{"goto " + chain})
 	}
+	if !served {
+		return
+	}
+	t.addBucketMap(bucketMap, "verdict", passthroughVerdicts(f, buckets, svc.self))
+	for _, node := range slices.Compact(slices.Sorted(slices.Values(buckets[:]))) {
+		if node != svc.self {
+			t.addChain(nodeChainName(f, node), fmt.Sprintf("fwd %s to %s device %q", f.ip, addrs.of(node), svc.iface))
+		}
+	}
 }
 
-// bucketRule picks the bucket by the same jhash as dnatRule; its verdict
-// forwards to the bucket's node, or accepts for self's buckets. A space
-// ends each chain name before its comma: knftables.Fake reads the name up
-// to the next space.
-func bucketRule(f family, affinity bool, buckets Assignment, self string) string {
+// bucketRule picks the bucket by the same jhash as dnatRule and takes its
+// verdict from the service's bucket map (see passthroughVerdicts). The rule
+// does not depend on the backends.
+func bucketRule(f family, affinity bool, bucketMap string) string {
 	key := f.ip + " saddr . th sport"
 	if affinity {
 		key = f.ip + " saddr"
 	}
-	b := make([]byte, 0, 96+BucketCount*48)
-	b = fmt.Appendf(b, "jhash %s mod %d seed %#x vmap { ", key, BucketCount, HashSeed)
+	return fmt.Sprintf("jhash %s mod %d seed %#x vmap @%s", key, BucketCount, HashSeed, bucketMap)
+}
+
+// passthroughVerdicts is the verdict of each bucket: forward to the
+// bucket's node through its chain, or accept for self's buckets.
+func passthroughVerdicts(f family, buckets Assignment, self string) []string {
+	out := make([]string, len(buckets))
+	verdicts := map[string]string{}
 	for i, node := range buckets {
-		if i > 0 {
-			b = append(b, ", "...)
+		v, ok := verdicts[node]
+		if !ok {
+			v = "goto " + nodeChainName(f, node)
+			if node == self {
+				v = "accept"
+			}
+			verdicts[node] = v
 		}
-		b = strconv.AppendInt(b, int64(i), 10)
-		if node == self {
-			b = append(b, " : accept"...)
-		} else {
-			b = append(b, " : goto "...)
-			b = append(b, nodeChainName(f, node)...)
-			b = append(b, ' ')
-		}
+		out[i] = v
 	}
-	b = append(b, " }"...)
-	return string(b)
+	return out
 }
 
 // passthroughBuckets assigns the buckets of svc in family f among its

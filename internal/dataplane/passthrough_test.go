@@ -45,18 +45,23 @@ func TestPassthroughFullSyncGolden(t *testing.T) {
 	checkGolden(t, "passthrough-full-sync", transactions(v4, v6)+nd.LastTransaction.String())
 }
 
-// bucketVerdicts returns the verdict of each bucket in a rule made by
-// bucketRule, counted: "accept" or the node chain's name.
-func bucketVerdicts(t *testing.T, rule string) map[string]int {
+// bucketVerdicts returns the verdict of each bucket of the map that a rule
+// made by bucketRule looks up in nd, counted: "accept" or the node chain's
+// name.
+func bucketVerdicts(t *testing.T, nd *Table, rule string) map[string]int {
 	t.Helper()
-	m := regexp.MustCompile(`vmap \{ (.*) \}$`).FindStringSubmatch(rule)
+	m := regexp.MustCompile(`vmap @(\S+)$`).FindStringSubmatch(rule)
 	if m == nil {
 		t.Fatalf("no bucket map in %q", rule)
 	}
+	bm := nd.Maps[m[1]]
+	if bm == nil {
+		t.Fatalf("no map %q", m[1])
+	}
 	out := map[string]int{}
-	for _, e := range strings.Split(m[1], ", ") {
-		_, v, _ := strings.Cut(e, " : ")
-		out[strings.TrimSpace(strings.TrimPrefix(v, "goto "))]++
+	for _, key := range bm.keys() {
+		e, _ := bm.element(key)
+		out[strings.TrimPrefix(strings.Join(e.Value, " . "), "goto ")]++
 	}
 	return out
 }
@@ -116,7 +121,7 @@ func TestPassthroughBuckets(t *testing.T) {
 			if c == nil {
 				t.Fatalf("no chain for shop/web; chains: %v", sortedKeys(nd.Chains))
 			}
-			if diff := cmp.Diff(tc.want, bucketVerdicts(t, c.Rules[len(c.Rules)-1])); diff != "" {
+			if diff := cmp.Diff(tc.want, bucketVerdicts(t, nd, c.Rules[len(c.Rules)-1])); diff != "" {
 				t.Errorf("buckets (-want +got):\n%s", diff)
 			}
 		})
@@ -191,27 +196,35 @@ func TestPassthroughChecks(t *testing.T) {
 	}
 }
 
+// A node turning unhealthy moves its buckets: the partial sync deletes and
+// adds those elements of the service's bucket map and removes the node's
+// chain; no service chain is rewritten.
 func TestPassthroughPartialSyncTouchesOnlyChangedService(t *testing.T) {
 	s, _, _, nd := newFakePassthroughSyncer()
+	before := Desired(passthroughState()).NetDev
 	mustSync(t, s, passthroughState())
 	mustSync(t, s, withHealthKeep(passthroughState(), "node-c", false))
-	var flushed []string
-	for _, line := range strings.Split(strings.TrimSpace(nd.LastTransaction.String()), "\n") {
-		switch f := strings.Fields(line); {
-		case strings.HasPrefix(line, "flush chain "):
-			flushed = append(flushed, f[4])
-		case strings.HasPrefix(line, "add rule "), strings.HasPrefix(line, "delete chain "):
-		default:
-			t.Errorf("partial sync touches more than the changed chains: %q", line)
+	ops := parseOps(t, nd.LastTransaction.String())
+
+	nodeC := nodeChainName(ipv4, "node-c")
+	webMap := passthroughBucketMapName(ipv4, "shop/web")
+	var moved []string
+	for i, v := range before.Maps[webMap].Buckets {
+		if v == "goto "+nodeC {
+			moved = append(moved, bucketKey(i))
 		}
 	}
-	want := []string{
-		"ip-node-" + shortHash("node-c") + "-node-c",
-		passthroughChainName(ipv4, "shop/web", Port{Protocol: TCP, Port: 80}),
-		passthroughChainName(ipv4, "shop/web", Port{Protocol: UDP, Port: 443}),
+	if len(moved) == 0 {
+		t.Fatalf("node-c has no bucket of shop/web before the change")
 	}
-	if diff := cmp.Diff(sortedCopy(want), sortedCopy(flushed)); diff != "" {
-		t.Errorf("flushed chains (-want +got):\n%s", diff)
+	want := txOps{
+		flushed:         []string{nodeC},
+		deletedChains:   []string{nodeC},
+		deletedElements: map[string][]string{webMap: moved},
+		addedElements:   map[string][]string{webMap: moved},
+	}
+	if diff := cmp.Diff(want.sorted(), ops.sorted(), cmp.AllowUnexported(txOps{})); diff != "" {
+		t.Errorf("partial sync (-want +got):\n%s", diff)
 	}
 }
 

@@ -132,10 +132,9 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 	for _, fe := range frontends {
 		chain := serviceChainName(svc.name, fe.port)
 		if _, ok := t.Chains[chain]; !ok {
-			c := t.addChain(chain)
-			if reachable {
-				c.Rules = []string{dnatRule(f, fe.port, svc.affinity, buckets, addrs)}
-			}
+			bucketMap := bucketMapName(svc.name, fe.port)
+			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, bucketMap))
+			t.addBucketMap(bucketMap, fmt.Sprintf("%s daddr . %s dport", f.ip, fe.port.Protocol.nft()), dnatBuckets(fe.port, buckets, addrs))
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(mapServicePorts, key, []string{"goto " + chain})
@@ -154,30 +153,37 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 	}
 }
 
-// dnatRule picks the bucket by jhash and DNATs to that bucket's backend. nft
-// 1.0.6 needs "meta l4proto" before "dnat ... map". The map is anonymous: a
-// named map keyed by a hash needs "typeof jhash ...", which nft 1.0.6 accepts
-// but then crashes listing.
-func dnatRule(f family, p Port, affinity bool, buckets Assignment, addrs backendAddrs) string {
+// dnatRule picks the bucket by jhash and DNATs to that bucket's backend,
+// looked up in the port's bucket map. nft 1.0.6 needs "meta l4proto" before
+// "dnat ... map". The rule does not depend on the backends: a change of
+// backends or health changes the map's elements only. With no element (no
+// healthy backend) the lookup fails and the rule does not match.
+func dnatRule(f family, p Port, affinity bool, bucketMap string) string {
 	key := f.ip + " saddr . th sport"
 	if affinity {
 		key = f.ip + " saddr"
 	}
-	// Built with appends: this runs for every service port on every sync.
-	b := make([]byte, 0, 96+BucketCount*32)
-	b = fmt.Appendf(b, "meta l4proto %s dnat %s to jhash %s mod %d seed %#x map { ", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed)
-	for i, node := range buckets {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, " : "...)
-		b = addrs.of(node).AppendTo(b)
-		b = append(b, " . "...)
-		b = strconv.AppendUint(b, uint64(p.NodePort), 10)
+	return fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed, bucketMap)
+}
+
+// dnatBuckets is the value of each bucket of a port's bucket map,
+// "address . NodePort", or "" for every bucket when none has a node.
+// Buckets of one node share one string.
+func dnatBuckets(p Port, buckets Assignment, addrs backendAddrs) []string {
+	out := make([]string, len(buckets))
+	if buckets[0] == "" {
+		return out
 	}
-	b = append(b, " }"...)
-	return string(b)
+	values := map[string]string{}
+	for i, node := range buckets {
+		v, ok := values[node]
+		if !ok {
+			v = addrs.of(node).String() + " . " + strconv.Itoa(int(p.NodePort))
+			values[node] = v
+		}
+		out[i] = v
+	}
+	return out
 }
 
 // has reports whether b has an address of the family.

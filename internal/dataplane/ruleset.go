@@ -3,6 +3,7 @@ package dataplane
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/knftables"
@@ -64,11 +65,19 @@ type BaseChain struct {
 
 // Map is a named map and its elements.
 type Map struct {
-	Name    string
+	Name string
+	// Type or TypeOf (not both) is the map's type in nft syntax.
 	Type    string
+	TypeOf  string
 	Comment string
 	// Elements are keyed by their key joined with " . ".
 	Elements map[string]Element
+	// Buckets, set for a bucket map instead of Elements, holds the value
+	// of bucket i (its key) in nft syntax, "" for no element. A bucket map
+	// has BucketCount elements whose values repeat a few strings: this
+	// form keeps one string header per bucket where Elements would keep a
+	// map entry and two slices.
+	Buckets []string
 }
 
 // Element is one map element.
@@ -104,6 +113,12 @@ func (t *Table) addMap(name, typ, comment string) {
 	t.Maps[name] = &Map{Name: name, Type: typ, Comment: comment, Elements: map[string]Element{}}
 }
 
+// addBucketMap adds a bucket map: keyed by a jhash result (typeof
+// "numgen inc mod 2", see bucketMapTypeOf), one element per bucket.
+func (t *Table) addBucketMap(name, valueTypeOf string, buckets []string) {
+	t.Maps[name] = &Map{Name: name, TypeOf: bucketMapTypeOf + " : " + valueTypeOf, Buckets: buckets}
+}
+
 func (t *Table) addElement(mapName string, key, value []string) {
 	t.Maps[mapName].Elements[strings.Join(key, " . ")] = Element{Key: key, Value: value}
 }
@@ -130,11 +145,58 @@ func (c *Chain) object() *knftables.Chain {
 }
 
 func (m *Map) object() *knftables.Map {
-	obj := &knftables.Map{Name: m.Name, Type: m.Type}
+	obj := &knftables.Map{Name: m.Name, Type: m.Type, TypeOf: m.TypeOf}
 	if m.Comment != "" {
 		obj.Comment = knftables.PtrTo(m.Comment)
 	}
 	return obj
+}
+
+// keys returns the keys of m's elements in the order they are written:
+// sorted, or by bucket for a bucket map.
+func (m *Map) keys() []string {
+	if m.Buckets == nil {
+		return sortedKeys(m.Elements)
+	}
+	keys := make([]string, 0, len(m.Buckets))
+	for i, v := range m.Buckets {
+		if v != "" {
+			keys = append(keys, bucketKey(i))
+		}
+	}
+	return keys
+}
+
+// element returns the element of m with key, if any.
+func (m *Map) element(key string) (Element, bool) {
+	if m == nil {
+		return Element{}, false
+	}
+	if m.Buckets == nil {
+		e, ok := m.Elements[key]
+		return e, ok
+	}
+	i, err := strconv.Atoi(key)
+	if err != nil || i < 0 || i >= len(m.Buckets) || m.Buckets[i] == "" {
+		return Element{}, false
+	}
+	return Element{Key: []string{key}, Value: []string{m.Buckets[i]}}, true
+}
+
+// bucketKeys are the keys of a bucket map, "0" to "127", made once.
+var bucketKeys = func() []string {
+	keys := make([]string, BucketCount)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i)
+	}
+	return keys
+}()
+
+func bucketKey(i int) string {
+	if i < len(bucketKeys) {
+		return bucketKeys[i]
+	}
+	return strconv.Itoa(i)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

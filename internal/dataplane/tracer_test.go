@@ -10,7 +10,7 @@ package dataplane
 // It models: hook order (prerouting, then input for local destinations or
 // forward+postrouting otherwise; output+postrouting for locally generated
 // packets), priorities within a hook, jump/goto/return, verdict maps, the
-// anonymous sets of the firewall, DNAT through the jhash bucket map (with the
+// anonymous sets of the firewall, DNAT through the named jhash bucket map (with the
 // kernel's jhash and reciprocal_scale, so it predicts the real bucket), and
 // SNAT through `ct original daddr` maps.
 //
@@ -179,7 +179,7 @@ var (
 	reSaddrNotIn   = regexp.MustCompile(`^(ip6?) saddr != \{ ([^}]*) \}\s*`)
 	reJump         = regexp.MustCompile(`^(jump|goto) (\S+)\s*`)
 	reTerminal     = regexp.MustCompile(`^(drop|accept|reject with tcp reset|reject)\s*$`)
-	reDNAT         = regexp.MustCompile(`^dnat (ip6?) to jhash (ip6?) saddr( \. th sport)? mod (\d+) seed (0x[0-9a-f]+) map \{ ([^}]*) \}\s*$`)
+	reDNAT         = regexp.MustCompile(`^dnat (ip6?) to jhash (ip6?) saddr( \. th sport)? mod (\d+) seed (0x[0-9a-f]+) map @(\S+)\s*$`)
 	reSNAT         = regexp.MustCompile(`^snat (ip6?) to ct original (ip6?) daddr map @(\S+)\s*$`)
 )
 
@@ -233,7 +233,9 @@ func (tr *tracer) rule(table *knftables.FakeTable, f *flow, rule string, depth i
 				return v, true
 			}
 		case match(reDNAT, &rest, &m):
-			tr.dnat(f, m)
+			if !tr.dnat(table, f, m) {
+				return "", false
+			}
 			return "nat", true
 		case match(reSNAT, &rest, &m):
 			addr := tr.lookup(table, m[3], f.origDst.String())
@@ -301,28 +303,24 @@ func inPrefixes(t *testing.T, a netip.Addr, set string) bool {
 	return false
 }
 
-// dnat applies `dnat to jhash ... map { bucket : addr . port, ... }`.
-func (tr *tracer) dnat(f *flow, m []string) {
+// dnat applies `dnat to jhash ... map @bucket-map` (elements "bucket :
+// addr . port"); false when the bucket has no element (the kernel's lookup
+// fails and the rule does not match).
+func (tr *tracer) dnat(table *knftables.FakeTable, f *flow, m []string) bool {
 	modulus, _ := strconv.ParseUint(m[4], 10, 32)
 	seed, _ := strconv.ParseUint(m[5], 0, 32)
 	bucket := jhashBucket(f.src, f.sport, m[3] != "", uint32(seed), uint32(modulus))
-	for _, entry := range strings.Split(m[6], ", ") {
-		k, v, ok := strings.Cut(entry, " : ")
-		if !ok {
-			tr.t.Fatalf("bad map entry %q", entry)
-		}
-		if k != strconv.Itoa(int(bucket)) {
-			continue
-		}
-		addr, port, ok := strings.Cut(v, " . ")
-		if !ok {
-			tr.t.Fatalf("bad map value %q", v)
-		}
-		p, _ := strconv.ParseUint(port, 10, 16)
-		f.dst, f.dport, f.dnatted = netip.MustParseAddr(addr), uint16(p), true
-		return
+	v := tr.lookup(table, m[6], strconv.Itoa(int(bucket)))
+	if v == "" {
+		return false
 	}
-	tr.t.Fatalf("bucket %d not in DNAT map (trace %v)", bucket, f.trace)
+	addr, port, ok := strings.Cut(v, " . ")
+	if !ok {
+		tr.t.Fatalf("bad map value %q", v)
+	}
+	p, _ := strconv.ParseUint(port, 10, 16)
+	f.dst, f.dport, f.dnatted = netip.MustParseAddr(addr), uint16(p), true
+	return true
 }
 
 // jhashBucket computes what `jhash ip saddr [. th sport] mod N seed S` gives

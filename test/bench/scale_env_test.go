@@ -328,16 +328,17 @@ func (s *scaleEnv) servicePorts(ctx context.Context) int {
 	return strings.Count(out, ": goto svc-")
 }
 
-// chainsWith counts the service chains of the agent's IPv4 table that
-// DNAT to addr.
-func (s *scaleEnv) chainsWith(ctx context.Context, addr netip.Addr) (int, error) {
+// bucketMapsWith counts the bucket maps (one per service port) of the
+// agent's IPv4 table that DNAT to addr.
+func (s *scaleEnv) bucketMapsWith(ctx context.Context, addr netip.Addr) (int, error) {
 	out, err := s.nft(ctx, "list", "table", "ip", "groundcloud")
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, block := range strings.Split(out, "\tchain ")[1:] {
-		if strings.HasPrefix(block, "svc-") && strings.Contains(block, addr.String()+" . ") {
+	for _, block := range strings.Split(out, "\tmap ")[1:] {
+		block, _, _ = strings.Cut(block, "\tchain ")
+		if strings.HasPrefix(block, "bkt-") && strings.Contains(block, addr.String()+" . ") {
 			n++
 		}
 	}

@@ -328,7 +328,7 @@ const scaleMethod = `
 - Node churn: a sixth netns host starts nodesim and is added to the
   inventory; its Node is registered, later deleted; the same again after
   the more Services below. Measured from the create or delete call: until
-  every service chain in the agent's IPv4 table (` + "`nft list table`" + `,
+  every service port's bucket map in the agent's IPv4 table (` + "`nft list table`" + `,
   polled every 20 ms, one listing takes a while at this size) lists or no
   longer lists its address; the apiserver's writes (as above) until they
   were still for 3 s; the agent's CPU (utime+stime) over the same time,

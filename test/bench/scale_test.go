@@ -62,7 +62,7 @@ type agentRestart struct {
 }
 
 type churnResult struct {
-	ruleset  time.Duration // until every service chain in the agent's table reflected it
+	ruleset  time.Duration // until every bucket map in the agent's table reflected it
 	missed   int           // chains that did not within churnWait (then ruleset is churnWait)
 	writes   writes
 	agentCPU time.Duration // the agent's CPU from the change until the writes were still
@@ -379,11 +379,11 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		}
 		var n int
 		if !pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
-			n, err = s.chainsWith(ctx, c.host.Addr4)
+			n, err = s.bucketMapsWith(ctx, c.host.Addr4)
 			return err == nil && n == want
 		}) {
 			res.missed = max(want-n, n-want)
-			t.Logf("node %s (added: %v): %d service chains DNAT to it after %s, want %d (%v)", c.name, add, n, churnWait, want, err)
+			t.Logf("node %s (added: %v): %d bucket maps DNAT to it after %s, want %d (%v)", c.name, add, n, churnWait, want, err)
 		}
 		res.ruleset = time.Since(start)
 		after, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
@@ -392,7 +392,7 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		must(t, err)
 		res.writes, res.agentCPU = after.minus(before), cpu1.CPU-cpu0.CPU
 		out[i] = res
-		t.Logf("node %s added=%v at %d services: every chain of the agent after %s; agent CPU %s; writes %s",
+		t.Logf("node %s added=%v at %d services: every bucket map of the agent after %s; agent CPU %s; writes %s",
 			c.name, add, services, res.ruleset.Round(time.Millisecond), res.agentCPU, res.writes)
 	}
 	return out

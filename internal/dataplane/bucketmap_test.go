@@ -1,0 +1,141 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// txOps is a transaction's operations, by kind, as parseOps reads them.
+type txOps struct {
+	addedChains, flushed, deletedChains []string
+	rules                               []string // chains that get a rule
+	maps                                []string // "add map", "flush map", "delete map" lines
+	deletedElements, addedElements      map[string][]string
+	other                               []string
+}
+
+var opLine = strings.NewReplacer("{ ", "", " }", "")
+
+// parseOps reads the text of one family's transaction.
+func parseOps(t *testing.T, tx string) txOps {
+	t.Helper()
+	ops := txOps{deletedElements: map[string][]string{}, addedElements: map[string][]string{}}
+	for _, line := range strings.Split(strings.TrimSpace(tx), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			ops.other = append(ops.other, line)
+			continue
+		}
+		name := f[4]
+		switch verb := f[0] + " " + f[1]; verb {
+		case "add chain":
+			ops.addedChains = append(ops.addedChains, name)
+		case "flush chain":
+			ops.flushed = append(ops.flushed, name)
+		case "delete chain":
+			ops.deletedChains = append(ops.deletedChains, name)
+		case "add rule":
+			ops.rules = append(ops.rules, name)
+		case "add map", "flush map", "delete map":
+			ops.maps = append(ops.maps, verb+" "+name)
+		case "add element", "delete element":
+			_, rest, _ := strings.Cut(line, " "+name+" ")
+			key, _, _ := strings.Cut(opLine.Replace(rest), " : ")
+			if f[0] == "add" {
+				ops.addedElements[name] = append(ops.addedElements[name], key)
+			} else {
+				ops.deletedElements[name] = append(ops.deletedElements[name], key)
+			}
+		default:
+			ops.other = append(ops.other, line)
+		}
+	}
+	return ops
+}
+
+// sorted returns ops with every list sorted, for comparing.
+func (o txOps) sorted() txOps {
+	for _, l := range []*[]string{&o.addedChains, &o.flushed, &o.deletedChains, &o.rules, &o.maps, &o.other} {
+		*l = slices.Sorted(slices.Values(*l))
+	}
+	for _, m := range []map[string][]string{o.deletedElements, o.addedElements} {
+		for k, v := range m {
+			m[k] = slices.Sorted(slices.Values(v))
+		}
+	}
+	return o
+}
+
+// nodesState is n services of one TCP port each over the given nodes.
+func nodesState(services int, nodes ...string) State {
+	var st State
+	for i := range services {
+		svc := Service{
+			Name:  fmt.Sprintf("ns/svc-%d", i),
+			VIPs:  []netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(i / 250), byte(1 + i%250)})},
+			Ports: []Port{{Name: "http", Protocol: TCP, Port: 80, NodePort: uint16(30000 + i)}},
+		}
+		for j, n := range nodes {
+			svc.Backends = append(svc.Backends, Backend{Node: n, Addrs: []netip.Addr{netip.AddrFrom4([4]byte{192, 0, 2, byte(11 + j)})}, Healthy: true})
+		}
+		st.Services = append(st.Services, svc)
+	}
+	return st
+}
+
+// A node joining the backends of every service costs a transaction of
+// bucket map elements only: the buckets that move to the new node are
+// deleted and added again, no chain or rule is rewritten.
+func TestNodeChangeRewritesOnlyMovedBuckets(t *testing.T) {
+	const services = 200
+	three := nodesState(services, "node-1", "node-2", "node-3")
+	four := nodesState(services, "node-1", "node-2", "node-3", "node-4")
+	s, v4, _, _ := newFakeSyncer()
+	mustSync(t, s, three)
+	full := v4.LastTransaction
+	mustSync(t, s, four)
+	tx := v4.LastTransaction.String()
+	t.Logf("full sync at 3 nodes: %d operations, %d bytes; node added: %d operations, %d bytes",
+		full.NumOperations(), len(full.String()), v4.LastTransaction.NumOperations(), len(tx))
+
+	want := txOps{deletedElements: map[string][]string{}, addedElements: map[string][]string{}}
+	moved := 0
+	for _, svc := range four.Services {
+		before, after := Assign(svc.Name, three.Services[0].Backends), Assign(svc.Name, svc.Backends)
+		var keys []string
+		for i := range before {
+			if before[i] != after[i] {
+				keys = append(keys, bucketKey(i))
+			}
+		}
+		if len(keys) > 0 {
+			name := bucketMapName(svc.Name, svc.Ports[0])
+			want.deletedElements[name], want.addedElements[name] = keys, keys
+			moved += len(keys)
+		}
+	}
+	got := parseOps(t, tx)
+	if diff := cmp.Diff(want.sorted(), got.sorted(), cmp.AllowUnexported(txOps{})); diff != "" {
+		t.Errorf("transaction for a new node (-want +got):\n%s", diff)
+	}
+	// About a quarter of the buckets move to the new node, none between the
+	// others (Assign's property, checked in buckets_test.go).
+	if n := v4.LastTransaction.NumOperations(); n != 2*moved || moved > services*BucketCount/3 {
+		t.Errorf("%d operations for %d moved buckets of %d", n, moved, services*BucketCount)
+	}
+	if got, want := dump(v4), freshV4Dump(t, four); got != want {
+		t.Errorf("partial sync differs from a full sync:\n%s", cmp.Diff(want, got))
+	}
+}
+
+func freshV4Dump(t *testing.T, st State) string {
+	t.Helper()
+	s, v4, _, _ := newFakeSyncer()
+	mustSync(t, s, st)
+	return dump(v4)
+}
