@@ -27,6 +27,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubeconfig"
 	"github.com/groundcloud/groundcloud/internal/membership"
+	"github.com/groundcloud/groundcloud/internal/memlimit"
 	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
@@ -159,6 +160,7 @@ func NewCommand() *cobra.Command {
 // Run builds the agent from the options and runs it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	memlimit.Apply(logger)
 	cfg, err := o.restConfig()
 	if err != nil {
 		return err

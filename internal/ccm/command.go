@@ -16,6 +16,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/configwatch"
 	"github.com/groundcloud/groundcloud/internal/lbclass"
+	"github.com/groundcloud/groundcloud/internal/memlimit"
 	"github.com/groundcloud/groundcloud/internal/provider"
 	"github.com/groundcloud/groundcloud/internal/routes"
 )
@@ -80,6 +81,7 @@ func applyDefaults(opts *options.CloudControllerManagerOptions) {
 // --cloud-config. A broken cloud-config ends the process with every problem
 // printed, each with its line.
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
+	memlimit.Apply(klog.Background())
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	var cloud cloudprovider.Interface
 	var err error
