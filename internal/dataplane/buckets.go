@@ -85,17 +85,37 @@ const maxBackends = 1 << 16
 // are taken by descending score, and a pair is kept when its bucket is still
 // free and its backend below its share (⌊128/n⌋, or one more for the first
 // 128 mod n backends that reach it).
+//
+// The order of the pairs is that of one sortable word per pair: 41 bits of
+// inverted score (so that ascending words are descending scores), 7 of
+// bucket, 16 of backend. Rather than sorting all 128 × n words, it
+// distributes them into bins by their top bits (the scores are uniform, so
+// the bins are small and even), then sorts and walks one bin at a time
+// until every bucket is taken: the same order, so the same table, at a
+// fraction of the cost (TestBalancedMatchesFullSort, BenchmarkBalanced100).
 func balanced(hashes []uint64) [BucketCount]int {
 	n := min(len(hashes), maxBackends)
-	// A pair is one sortable word: 41 bits of inverted score (so that an
-	// ascending sort gives descending scores), 7 of bucket, 16 of backend.
-	pairs := make([]uint64, 0, BucketCount*n)
+	total := BucketCount * n
+	bits := binBits(total)
+	words := make([]uint64, 2*total)
+	pairs, binned := words[:total], words[total:]
+	starts := make([]int32, 1<<bits+1)
 	for i, h := range hashes[:n] {
 		for b := range BucketCount {
-			pairs = append(pairs, ^score(h, b)>>23<<23|uint64(b)<<16|uint64(i))
+			w := ^score(h, b)>>23<<23 | uint64(b)<<16 | uint64(i)
+			pairs[i*BucketCount+b] = w
+			starts[w>>(64-bits)+1]++
 		}
 	}
-	slices.Sort(pairs)
+	for k := 1; k < len(starts); k++ {
+		starts[k] += starts[k-1]
+	}
+	next := slices.Clone(starts[:len(starts)-1])
+	for _, w := range pairs {
+		bin := w >> (64 - bits)
+		binned[next[bin]] = w
+		next[bin]++
+	}
 
 	var table [BucketCount]int
 	free := [BucketCount]bool{}
@@ -104,22 +124,39 @@ func balanced(hashes []uint64) [BucketCount]int {
 	}
 	counts := make([]int, n)
 	share, extra := BucketCount/n, BucketCount%n
-	for assigned, i := 0, 0; assigned < BucketCount; i++ {
-		bucket, node := int(pairs[i]>>16&(BucketCount-1)), int(pairs[i]&(maxBackends-1))
-		if !free[bucket] {
-			continue
+	assigned := 0
+	for bin := 0; assigned < BucketCount; bin++ {
+		run := binned[starts[bin]:starts[bin+1]]
+		slices.Sort(run)
+		for _, w := range run {
+			bucket, node := int(w>>16&(BucketCount-1)), int(w&(maxBackends-1))
+			if !free[bucket] {
+				continue
+			}
+			switch c := counts[node]; {
+			case c > share, c == share && extra == 0:
+				continue
+			case c == share:
+				extra--
+			}
+			table[bucket], free[bucket] = node, false
+			counts[node]++
+			if assigned++; assigned == BucketCount {
+				break
+			}
 		}
-		switch c := counts[node]; {
-		case c > share, c == share && extra == 0:
-			continue
-		case c == share:
-			extra--
-		}
-		table[bucket], free[bucket] = node, false
-		counts[node]++
-		assigned++
 	}
 	return table
+}
+
+// binBits is how many top bits of a pair's word pick its bin: about four
+// pairs per bin, at least 1 bit and at most 20.
+func binBits(pairs int) uint {
+	bits := uint(1)
+	for bits < 20 && 1<<(bits+2) < pairs {
+		bits++
+	}
+	return bits
 }
 
 // rendezvous returns the healthy backend with the highest score for bucket,
