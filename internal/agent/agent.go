@@ -65,16 +65,20 @@ type Addresses interface {
 
 // Config is what an Agent needs; every field is required.
 type Config struct {
-	Host         string // name in LoadBalancer status
-	Dynamic      dynamic.Interface
-	Kube         kubernetes.Interface // the Nodes, whose backends.List every LoadBalancer sends to
-	DataPlane    DataPlane
-	Addresses    Addresses
-	Owner        Owner
-	Health       health.Options
-	MinSync      time.Duration // at most one sync per MinSync
-	MaxSync      time.Duration // a full check at least every MaxSync
-	AnnounceEach time.Duration // re-announce held addresses this often
+	Host      string // name in LoadBalancer status
+	Dynamic   dynamic.Interface
+	Kube      kubernetes.Interface // the Nodes, whose backends.List every LoadBalancer sends to
+	DataPlane DataPlane
+	Addresses Addresses
+	Owner     Owner
+	Health    health.Options
+	MinSync   time.Duration // at most one sync per MinSync
+	MaxSync   time.Duration // a full check at least every MaxSync
+	// FullSyncEvery rewrites the whole ruleset this often, repairing what
+	// was changed by hand (partial syncs write only what the state changes);
+	// 0: only at start and after a failed sync.
+	FullSyncEvery time.Duration
+	AnnounceEach  time.Duration // re-announce held addresses this often
 
 	// Cluster, when set, shares the addresses with other hosts and is the
 	// Owner (Owner may then be nil); see cluster.go.
@@ -192,6 +196,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.checker.Run(runCtx) })
 	wg.Go(func() { a.runner.Run(runCtx) })
 	wg.Go(func() { a.announce(runCtx) })
+	if a.cfg.FullSyncEvery > 0 {
+		wg.Go(func() { a.fullSyncs(runCtx) })
+	}
 	wg.Go(func() { a.reportLoop(runCtx) })
 	clusterErr := make(chan error, 1)
 	if a.cfg.Cluster != nil {
@@ -277,6 +284,23 @@ func (a *Agent) onNodeUpdate(old, cur any) {
 	}
 	if !backends.Same(o, c) {
 		a.runner.Request()
+	}
+}
+
+// fullSyncs makes a sync full every FullSyncEvery, as kube-proxy's
+// nftables mode does: partial syncs diff the state against what the agent
+// applied, so only a full one sees a rule or element changed by hand.
+func (a *Agent) fullSyncs(ctx context.Context) {
+	t := time.NewTicker(a.cfg.FullSyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.cfg.DataPlane.ForceFullSync()
+			a.runner.Request()
+		}
 	}
 }
 

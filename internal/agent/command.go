@@ -38,6 +38,7 @@ type Options struct {
 	Interface          string
 	Health             health.Options
 	MinSync, MaxSync   time.Duration
+	FullSyncEvery      time.Duration
 	AnnounceEach       time.Duration
 	MetricsBindAddress string
 	// KubeAPIQPS and KubeAPIBurst limit the agent's requests to the
@@ -72,6 +73,7 @@ func NewOptions() *Options {
 		},
 		MinSync:            100 * time.Millisecond,
 		MaxSync:            30 * time.Second,
+		FullSyncEvery:      time.Hour,
 		AnnounceEach:       10 * time.Second,
 		MetricsBindAddress: "127.0.0.1:10263",
 		KubeAPIQPS:         DefaultKubeAPIQPS,
@@ -93,6 +95,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Health.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.FullSyncEvery < 0 {
+		errs = append(errs, fmt.Errorf("--full-sync-interval (%s) must not be negative", o.FullSyncEvery))
 	}
 	if o.MinSync <= 0 || o.MaxSync < o.MinSync {
 		errs = append(errs, fmt.Errorf("--min-sync-interval (%s) must be > 0 and <= --max-sync-interval (%s)", o.MinSync, o.MaxSync))
@@ -142,6 +147,7 @@ func NewCommand() *cobra.Command {
 	fs.IntVar(&o.Health.SuccessThreshold, "health-success-threshold", o.Health.SuccessThreshold, "consecutive successes that bring a node back")
 	fs.DurationVar(&o.MinSync, "min-sync-interval", o.MinSync, "least time between two data plane syncs")
 	fs.DurationVar(&o.MaxSync, "max-sync-interval", o.MaxSync, "most time between two data plane syncs")
+	fs.DurationVar(&o.FullSyncEvery, "full-sync-interval", o.FullSyncEvery, "how often the whole ruleset is rewritten, repairing changes made by hand (other syncs write only what changed); 0: only at start and after a failed sync")
 	fs.DurationVar(&o.AnnounceEach, "announce-interval", o.AnnounceEach, "how often held virtual IPs are re-announced (gratuitous ARP, unsolicited NA)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics and /healthz; empty disables")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "requests per second to the apiserver (mostly LoadBalancer status writes: one per LoadBalancer when its data plane changes)")
@@ -209,22 +215,23 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	a := New(Config{
-		Host:         o.Host,
-		Dynamic:      dyn,
-		Kube:         kube,
-		DataPlane:    dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}),
-		Addresses:    vip.New(o.Interface, logger.WithName("vip")),
-		Owner:        own.Owner,
-		Cluster:      own.Cluster,
-		Events:       own.Events,
-		Conntrack:    own.Conntrack,
-		Health:       o.Health,
-		MinSync:      o.MinSync,
-		MaxSync:      o.MaxSync,
-		AnnounceEach: o.AnnounceEach,
-		Interface:    o.Interface,
-		Links:        func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
-		HostLabels:   labels,
+		Host:          o.Host,
+		Dynamic:       dyn,
+		Kube:          kube,
+		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}),
+		Addresses:     vip.New(o.Interface, logger.WithName("vip")),
+		Owner:         own.Owner,
+		Cluster:       own.Cluster,
+		Events:        own.Events,
+		Conntrack:     own.Conntrack,
+		Health:        o.Health,
+		MinSync:       o.MinSync,
+		MaxSync:       o.MaxSync,
+		FullSyncEvery: o.FullSyncEvery,
+		AnnounceEach:  o.AnnounceEach,
+		Interface:     o.Interface,
+		Links:         func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
+		HostLabels:    labels,
 	})
 	if speaker != nil {
 		a.cfg.Announcer, a.cfg.BGP = speaker, speaker

@@ -328,6 +328,28 @@ func TestKernelDataPlane(t *testing.T) {
 		}
 	})
 
+	t.Run("a full sync repairs a hand edit that partial syncs do not see", func(t *testing.T) {
+		good := nft(t, lb, "list", "ruleset")
+		bucketMap := bucketMapName("lab/web", Port{Protocol: TCP, Port: 80, NodePort: labTCPNodePort})
+		nft(t, lb, "flush", "map", "ip", TableName, bucketMap)
+		dst := netip.AddrPortFrom(labVIP, 80)
+		if _, err := dialTCP(client, netip.AddrPortFrom(labClient, 43100), dst, time.Second); err == nil {
+			t.Fatalf("%s still answered with its bucket map flushed", dst)
+		}
+		sync(state) // nothing changed in the state: a partial sync writes nothing
+		if _, err := dialTCP(client, netip.AddrPortFrom(labClient, 43101), dst, time.Second); err == nil {
+			t.Fatalf("a partial sync repaired the map: the test shows nothing")
+		}
+		syncer.ForceFullSync()
+		sync(state)
+		if got := nft(t, lb, "list", "ruleset"); got != good {
+			t.Errorf("after the full sync the ruleset differs from before the edit:\nbefore:\n%s\nafter:\n%s", good, got)
+		}
+		if _, err := dialTCP(client, netip.AddrPortFrom(labClient, 43102), dst, 3*time.Second); err != nil {
+			t.Errorf("%s after the full sync: %v", dst, err)
+		}
+	})
+
 	t.Run("Cleanup removes our tables", func(t *testing.T) {
 		if err := lb.Do(func() error { return syncer.Cleanup(context.Background()) }); err != nil {
 			t.Fatal(err)
