@@ -3,6 +3,7 @@ package dataplane
 import (
 	"hash/fnv"
 	"slices"
+	"sync"
 )
 
 // BucketCount is the number of buckets a service's flows are hashed into.
@@ -97,9 +98,13 @@ func balanced(hashes []uint64) [BucketCount]int {
 	n := min(len(hashes), maxBackends)
 	total := BucketCount * n
 	bits := binBits(total)
-	words := make([]uint64, 2*total)
-	pairs, binned := words[:total], words[total:]
-	starts := make([]int32, 1<<bits+1)
+	buf := balancedBufs.Get().(*balancedBuf)
+	defer balancedBufs.Put(buf)
+	buf.words = slices.Grow(buf.words[:0], 2*total)[:2*total]
+	pairs, binned := buf.words[:total], buf.words[total:]
+	buf.starts = slices.Grow(buf.starts[:0], 1<<bits+1)[:1<<bits+1]
+	starts := buf.starts
+	clear(starts)
 	for i, h := range hashes[:n] {
 		for b := range BucketCount {
 			w := ^score(h, b)>>23<<23 | uint64(b)<<16 | uint64(i)
@@ -110,7 +115,8 @@ func balanced(hashes []uint64) [BucketCount]int {
 	for k := 1; k < len(starts); k++ {
 		starts[k] += starts[k-1]
 	}
-	next := slices.Clone(starts[:len(starts)-1])
+	buf.next = append(buf.next[:0], starts[:len(starts)-1]...)
+	next := buf.next
 	for _, w := range pairs {
 		bin := w >> (64 - bits)
 		binned[next[bin]] = w
@@ -122,13 +128,24 @@ func balanced(hashes []uint64) [BucketCount]int {
 	for b := range free {
 		free[b] = true
 	}
-	counts := make([]int, n)
+	buf.counts = slices.Grow(buf.counts[:0], n)[:n]
+	counts := buf.counts
+	clear(counts)
 	share, extra := BucketCount/n, BucketCount%n
 	assigned := 0
 	for bin := 0; assigned < BucketCount; bin++ {
+		// Pairs of a taken bucket or a full backend stay unusable (both
+		// only fill up): drop them before sorting what is left of the bin.
 		run := binned[starts[bin]:starts[bin+1]]
-		slices.Sort(run)
+		live := run[:0]
 		for _, w := range run {
+			node := int(w & (maxBackends - 1))
+			if free[w>>16&(BucketCount-1)] && (counts[node] < share || counts[node] == share && extra > 0) {
+				live = append(live, w)
+			}
+		}
+		slices.Sort(live)
+		for _, w := range live {
 			bucket, node := int(w>>16&(BucketCount-1)), int(w&(maxBackends-1))
 			if !free[bucket] {
 				continue
@@ -148,6 +165,17 @@ func balanced(hashes []uint64) [BucketCount]int {
 	}
 	return table
 }
+
+// balancedBuf is balanced's scratch space, reused across calls: a sync
+// after a node change calls it for every service, and allocating 240 KB
+// each time (100 backends) made the collector the larger cost.
+type balancedBuf struct {
+	words        []uint64
+	starts, next []int32
+	counts       []int
+}
+
+var balancedBufs = sync.Pool{New: func() any { return &balancedBuf{} }}
 
 // binBits is how many top bits of a pair's word pick its bin: about four
 // pairs per bin, at least 1 bit and at most 20.

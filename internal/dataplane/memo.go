@@ -1,7 +1,5 @@
 package dataplane
 
-import "strings"
-
 // assignMemo remembers each service's bucket Assignment per family, so that
 // a sync recomputes the buckets of a service only when its backends (names
 // or health) changed. Assign orders 128 × backends pairs: about 0.3 ms for
@@ -19,6 +17,10 @@ type assignMemo struct {
 type memoEntry struct {
 	backends string // backendsKey of the input
 	buckets  Assignment
+	// values are the bucket maps' values ("address . NodePort") of the
+	// service's proxy ports, by NodePort: the same for as long as the
+	// backends (names, health, addresses) are.
+	values map[uint16][]string
 }
 
 func newAssignMemo() *assignMemo {
@@ -41,8 +43,26 @@ func (m *assignMemo) assign(key, seed string, backends []Backend) Assignment {
 		return e.buckets
 	}
 	a := Assign(seed, backends)
-	m.entries[key] = memoEntry{backends: bk, buckets: a}
+	m.entries[key] = memoEntry{backends: bk, buckets: a, values: map[uint16][]string{}}
 	return a
+}
+
+// dnatValues is dnatBuckets(p, buckets, addrs) for the entry under key,
+// which assign filled in this sync, remembered per NodePort.
+func (m *assignMemo) dnatValues(key string, p Port, buckets Assignment, addrs backendAddrs) []string {
+	if m == nil {
+		return dnatBuckets(p, buckets, addrs)
+	}
+	e, ok := m.entries[key]
+	if !ok || e.buckets != buckets {
+		return dnatBuckets(p, buckets, addrs)
+	}
+	if v, ok := e.values[p.NodePort]; ok {
+		return v
+	}
+	v := dnatBuckets(p, buckets, addrs)
+	e.values[p.NodePort] = v
+	return v
 }
 
 // sweep forgets the entries assign was not asked for since the last sweep.
@@ -66,18 +86,22 @@ func (m *assignMemo) sweep() {
 	clear(m.used)
 }
 
-// backendsKey is everything of backends that Assign reads: names and
-// health, in order (Assign does not depend on the order, so a new order
-// only costs a recomputation).
+// backendsKey is everything of backends that Assign and the bucket values
+// read: names, health and addresses, in order (Assign does not depend on
+// the order, so a new order only costs a recomputation).
 func backendsKey(backends []Backend) string {
-	var b strings.Builder
+	b := make([]byte, 0, 32*len(backends))
 	for _, be := range backends {
-		b.WriteString(be.Node)
+		b = append(b, be.Node...)
 		if be.Healthy {
-			b.WriteString("\x00+")
+			b = append(b, "\x00+"...)
 		} else {
-			b.WriteString("\x00-")
+			b = append(b, "\x00-"...)
 		}
+		for _, a := range be.Addrs {
+			b = a.AppendTo(append(b, ' '))
+		}
+		b = append(b, 0)
 	}
-	return b.String()
+	return string(b)
 }

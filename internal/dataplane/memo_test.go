@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"testing"
 )
 
@@ -43,24 +44,41 @@ func TestAssignMemo(t *testing.T) {
 }
 
 // TestDesiredMemoMatches checks that a Syncer's memo never changes the
-// ruleset, across health changes.
+// ruleset (chains and bucket maps), across health changes, a node moving to
+// another address under the same name and a NodePort changing.
 func TestDesiredMemoMatches(t *testing.T) {
 	m := newAssignMemo()
-	for _, unhealthy := range [][]int{nil, {1}, {1, 3}, nil} {
+	for _, step := range []struct {
+		unhealthy []int
+		moved     bool // node-002 has another address
+		nodePort  uint16
+	}{
+		{nil, false, 30000}, {[]int{1}, false, 30000}, {[]int{1, 3}, false, 30000}, {nil, false, 30000},
+		{nil, true, 30000}, {nil, true, 31000}, {nil, false, 31000},
+	} {
 		st := State{}
 		for i := range 20 {
+			backends := memoBackends(8, step.unhealthy...)
+			if step.moved {
+				backends[2].Addrs = []netip.Addr{netip.MustParseAddr("10.9.9.9")}
+			}
 			st.Services = append(st.Services, Service{
 				Name:     fmt.Sprintf("ns/svc-%d", i),
 				VIPs:     []netip.Addr{netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})},
-				Ports:    []Port{{Protocol: TCP, Port: 80, NodePort: uint16(30000 + i)}},
-				Backends: memoBackends(8, unhealthy...),
+				Ports:    []Port{{Protocol: TCP, Port: 80, NodePort: step.nodePort + uint16(i)}},
+				Backends: backends,
 			})
 		}
 		services, _ := normalize(st)
 		got, want := desired(services, m), Desired(st)
 		for name, c := range want.IPv4.Chains {
 			if !c.equal(got.IPv4.Chains[name]) {
-				t.Fatalf("unhealthy %v: chain %s differs with the memo", unhealthy, name)
+				t.Fatalf("%+v: chain %s differs with the memo", step, name)
+			}
+		}
+		for name, mp := range want.IPv4.Maps {
+			if !reflect.DeepEqual(mp, got.IPv4.Maps[name]) {
+				t.Fatalf("%+v: map %s differs with the memo:\nwant %+v\ngot  %+v", step, name, mp, got.IPv4.Maps[name])
 			}
 		}
 	}

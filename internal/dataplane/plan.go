@@ -121,7 +121,8 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 	}
 	backends, _ = ForNewFlows(backends, svc.self)
 	addrs := backendAddrs{f: f, backends: backends}
-	buckets := memo.assign(f.ip+" "+svc.name, svc.name, backends)
+	memoKey := f.ip + " " + svc.name
+	buckets := memo.assign(memoKey, svc.name, backends)
 	reachable := buckets[0] != ""
 
 	fwChain := ""
@@ -134,7 +135,7 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		if _, ok := t.Chains[chain]; !ok {
 			bucketMap := bucketMapName(svc.name, fe.port)
 			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, bucketMap))
-			t.addBucketMap(bucketMap, fmt.Sprintf("%s daddr . %s dport", f.ip, fe.port.Protocol.nft()), dnatBuckets(fe.port, buckets, addrs))
+			t.addBucketMap(bucketMap, fmt.Sprintf("%s daddr . %s dport", f.ip, fe.port.Protocol.nft()), memo.dnatValues(memoKey, fe.port, buckets, addrs))
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(mapServicePorts, key, []string{"goto " + chain})
