@@ -92,6 +92,16 @@ func PartialSync(tx *knftables.Transaction, applied, desired *Table) {
 		if old != nil && old.Buckets != nil && slices.Equal(old.Buckets, m.Buckets) {
 			continue // the common case of a bucket map: nothing moved
 		}
+		if old != nil && old.Buckets != nil && len(old.Buckets) == len(m.Buckets) {
+			// A node change: compare bucket by bucket, building only the
+			// elements that move.
+			for i, v := range m.Buckets {
+				if v != "" && v != old.Buckets[i] {
+					addElement(tx, name, Element{Key: []string{bucketKey(i)}, Value: []string{v}})
+				}
+			}
+			continue
+		}
 		for _, key := range m.keys() {
 			e, _ := m.element(key)
 			if prev, ok := old.element(key); !ok || !prev.equal(e) {
@@ -143,6 +153,14 @@ func diffMaps(applied, desired *Table) (added, gone []string) {
 
 func deleteStaleElements(tx *knftables.Transaction, old, desired *Map) {
 	if old.Buckets != nil && slices.Equal(old.Buckets, desired.Buckets) {
+		return
+	}
+	if old.Buckets != nil && desired != nil && len(desired.Buckets) == len(old.Buckets) {
+		for i, v := range old.Buckets {
+			if v != "" && v != desired.Buckets[i] {
+				tx.Delete(&knftables.Element{Map: old.Name, Key: []string{bucketKey(i)}})
+			}
+		}
 		return
 	}
 	for _, key := range old.keys() {
