@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -73,10 +74,11 @@ func (res bgpResults) lines() []string {
 // ecmpSummary sums up the runs of one mode with a number of announcing
 // hosts.
 type ecmpSummary struct {
-	rps     float64 // median over the rounds
-	p99     time.Duration
-	packets []uint64 // per load-balancer host, summed over the rounds
-	cores   float64  // the machine's busy cores, mean over the rounds
+	rps      float64 // median over the rounds
+	min, max float64 // over the rounds
+	p99      time.Duration
+	packets  []uint64 // per load-balancer host, summed over the rounds
+	cores    float64  // the machine's busy cores, mean over the rounds
 }
 
 func summarizeECMP(runs []ecmpRun, mode string, hosts int) ecmpSummary {
@@ -103,12 +105,45 @@ func summarizeECMP(runs []ecmpRun, mode string, hosts int) ecmpSummary {
 		return s
 	}
 	slices.Sort(rps)
-	s.rps = rps[(len(rps)-1)/2]
+	s.rps, s.min, s.max = median(rps), rps[0], rps[len(rps)-1]
 	s.p99 = percentile(p99, 50)
 	if wall > 0 {
 		s.cores = busy.Seconds() / wall.Seconds()
 	}
 	return s
+}
+
+// ecmpRatios are, per round, the requests/s of mode with hosts announcing
+// over those with one host in the same round (measured one after the
+// other), in the order of the rounds.
+func ecmpRatios(runs []ecmpRun, mode string, hosts int) []float64 {
+	rps := map[[2]int]float64{}
+	rounds := 0
+	for _, r := range runs {
+		if r.mode == mode {
+			rps[[2]int{r.round, r.hosts}] = r.rps
+			rounds = max(rounds, r.round)
+		}
+	}
+	var out []float64
+	for round := 1; round <= rounds; round++ {
+		n, ok1 := rps[[2]int{round, hosts}]
+		one, ok2 := rps[[2]int{round, 1}]
+		if ok1 && ok2 && one > 0 {
+			out = append(out, n/one)
+		}
+	}
+	return out
+}
+
+// median is the middle value (the lower of the two middle ones).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }
 
 // shares formats each host's share of the packets.
@@ -179,12 +214,15 @@ func bgpFailoverTable(res bgpResults) string {
 	if len(l2.trials) > 0 && len(bgp.trials) > 0 {
 		_, l2rec, _, _, _, _ := l2.gaps()
 		_, bgprec, _, _, _, _ := bgp.gaps()
-		fmt.Fprintf(&b, "With a host's cable pulled, new connections to the L2 address failed until %s after the fault (p50; every new connection meanwhile: %.0f %% of those started failed), to the BGP address until %s (p50; at most %s), bounded by the 3 s hold time, but only %.0f %% of the new connections started meanwhile failed: those the router hashed to the lost host.\n",
+		fmt.Fprintf(&b, "With a host's cable pulled, new connections to the L2 address failed until %s after the fault (p50), %.0f %% of those started meanwhile; to the BGP address until %s (p50; at most %s), bounded by the 3 s hold time (the router's hold timer runs from the last keepalive it received, one a second, so it expires 2 to 3 s after the cable is pulled), but only %.0f %% of those started meanwhile: the flows the router hashed to the lost host.\n",
 			seconds(percentile(l2rec, 50)), 100*l2.failedShare(), seconds(percentile(bgprec, 50)), seconds(percentile(bgprec, 100)), 100*bgp.failedShare())
 	}
-	if s := byKey[announceBGP+"/sigterm"]; len(s.trials) > 0 {
-		_, _, _, failed, _, _ := s.gaps()
-		fmt.Fprintf(&b, "With the agent stopped (SIGTERM), the host withdrew its routes and kept forwarding while the router moved its flows: %d new connections failed over %d trials.\n", failed, len(s.trials))
+	l2, bgp = byKey[announceL2+"/sigterm"], byKey[announceBGP+"/sigterm"]
+	if len(l2.trials) > 0 && len(bgp.trials) > 0 {
+		_, _, _, l2failed, _, _ := l2.gaps()
+		_, _, bgpMoved, bgpFailed, _, _ := bgp.gaps()
+		fmt.Fprintf(&b, "With the agent stopped (SIGTERM), the BGP host withdrew its routes (the router's route lost it %s after the Pod's deletion, p50) and kept forwarding while the router moved its flows: %d new connections failed in %d trials; for the L2 address, which the stopping agent hands over through memberlist, %d failed.\n",
+			seconds(percentile(bgpMoved, 50)), bgpFailed, len(bgp.trials), l2failed)
 	}
 	return b.String()
 }
@@ -195,27 +233,30 @@ func bgpThroughputTable(res bgpResults) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Throughput: both hosts announcing (ECMP) vs one\n\n")
-	fmt.Fprintf(&b, "wrk from the client behind the router to the BGP address, %d rounds of %s per row; requests/s the median of the rounds, p99 the median of the rounds' p99; packets: what each load-balancer host's link received and sent, summed over the rounds; busy cores: the whole machine's busy CPU time per second of load.\n\n", res.cfg.rounds, res.cfg.duration)
-	b.WriteString("| load | hosts announcing | requests/s | ratio to 1 host | p99 | packets per load-balancer host | busy cores |\n")
-	b.WriteString("|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "wrk from the client behind the router to the BGP address, %d rounds of %s per row, each round measuring %d hosts and 1 host one after the other; requests/s: the median and the range of the rounds; ratio: the median over the rounds of the round's requests/s with %d hosts over those with 1 host; p99: the median of the rounds' p99; packets: what each load-balancer host's link received and sent, summed over the rounds; busy cores: the whole machine's busy CPU time per second of load.\n\n",
+		res.cfg.rounds, res.cfg.duration, lbHosts, lbHosts)
+	b.WriteString("| load | hosts announcing | requests/s | rounds' range | ratio to 1 host | p99 | packets per load-balancer host | busy cores |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	var ratios []string
 	for _, mode := range []string{modeKeepAlive, modeClose} {
-		one := summarizeECMP(res.runs, mode, 1)
+		per := ecmpRatios(res.runs, mode, lbHosts)
 		for _, n := range []int{lbHosts, 1} {
 			s := summarizeECMP(res.runs, mode, n)
-			ratio := 0.0
-			if one.rps > 0 {
-				ratio = s.rps / one.rps
-			}
+			ratio := "1"
 			if n != 1 {
-				ratios = append(ratios, fmt.Sprintf("%.2f (%s)", ratio, modeName(mode)))
+				ratio = fmt.Sprintf("%.2f", median(per))
+				var rounds []string
+				for _, r := range per {
+					rounds = append(rounds, fmt.Sprintf("%.2f", r))
+				}
+				ratios = append(ratios, fmt.Sprintf("%s with %s (rounds: %s)", ratio, modeName(mode), strings.Join(rounds, ", ")))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %s | %s (%s) | %.2f of %d |\n", modeName(mode), n, s.rps, ratio,
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f-%.0f | %s | %s | %s (%s) | %.2f of %d |\n", modeName(mode), n, s.rps, s.min, s.max, ratio,
 				s.p99.Round(10*time.Microsecond), shares(s.packets), packetCounts(s.packets), s.cores, numCPU())
 		}
 	}
-	fmt.Fprintf(&b, "\nRatio of requests/s with %d hosts to 1 host: %s. ", lbHosts, strings.Join(ratios, ", "))
-	fmt.Fprintf(&b, "The router spreads the flows over both hosts (packets column), but on this machine every host of the test bed (client, router, both load-balancer hosts, workers, Pods, the control plane) shares the same %d cores, which the load keeps busy (busy cores column): a second load-balancer host adds no CPU here, so the ratio shows what ECMP costs or saves on one machine, not the capacity a second machine would add. Where the load-balancer host is the bottleneck and the hosts are separate machines, each forwards only its share of the packets.\n", numCPU())
+	fmt.Fprintf(&b, "\nRequests/s with %d hosts over 1 host: %s. ", lbHosts, strings.Join(ratios, "; "))
+	fmt.Fprintf(&b, "The router spreads the flows over both hosts (packets column; with keep-alive only %d connections are hashed, so the split is coarser), but on this machine every host of the test bed (client, router, both load-balancer hosts, workers, Pods, the control plane) shares the same %d cores, which the load keeps busy (busy cores column): a second load-balancer host adds no CPU here. The ratio therefore says what ECMP costs or saves on one machine, within the noise of a shared machine (rounds' range), not the capacity a second machine would add; where the load-balancer host is the bottleneck and the hosts are separate machines, each forwards only its share of the packets.\n", res.cfg.conns, numCPU())
 	return b.String()
 }
 
@@ -280,9 +321,9 @@ const bgpMethod = `
   from the fault until the router's route (BGP) no longer had the host as
   a next hop, or until another host held the address (L2); "of those
   started while failing": failed new connections over those started from
-  500 ms before the fault until the recovery, the share of new flows the
-  fault hit (all of them for L2; with ECMP those hashed to the failed
-  host, about half).
+  the fault until the recovery (and those in flight at the fault that
+  failed), the share of new flows the fault hit (all of them for L2; with
+  ECMP those hashed to the failed host, about half).
 - Throughput: wrk 4.1 from the client, 3 threads, 48 connections,
   keep-alive or ` + "`Connection: close`" + ` (a new connection per request),
   GET of a short answer from the Pods' HTTP server on port 8080 of the BGP
@@ -294,7 +335,7 @@ const bgpMethod = `
 - Reproduce: ` + "`make bench`" + ` or ` + "`hack/bench.sh TestBGPBenchmark`" + ` (as root;
   GROUNDCLOUD_BENCH_TRIALS=n changes the number of failover trials, 5 by
   default here; GROUNDCLOUD_BENCH_ROUNDS and GROUNDCLOUD_BENCH_DURATION
-  the load's rounds and length).
+  the load's rounds, 5 by default here, and length).
 `
 
 func TestSummarizeECMP(t *testing.T) {
@@ -313,7 +354,7 @@ func TestSummarizeECMP(t *testing.T) {
 		run(modeClose, 2, 1, 9, 1, 1),
 	}
 	got := summarizeECMP(runs, modeKeepAlive, 2)
-	want := ecmpSummary{rps: 2000, p99: 2 * time.Millisecond, packets: []uint64{150, 150}, cores: 2}
+	want := ecmpSummary{rps: 2000, min: 1000, max: 3000, p99: 2 * time.Millisecond, packets: []uint64{150, 150}, cores: 2}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(ecmpSummary{})); diff != "" {
 		t.Errorf("summarizeECMP (-want +got):\n%s", diff)
 	}
@@ -322,6 +363,13 @@ func TestSummarizeECMP(t *testing.T) {
 	}
 	if got := summarizeECMP(runs, modeClose, 1); got.rps != 0 || got.packets != nil {
 		t.Errorf("no runs: %+v", got)
+	}
+	// Round 1 has both; rounds 2 and 3 lack a 1-host run.
+	if diff := cmp.Diff([]float64{2}, ecmpRatios(runs, modeKeepAlive, 2)); diff != "" {
+		t.Errorf("ecmpRatios (-want +got):\n%s", diff)
+	}
+	if got := ecmpRatios(runs, modeClose, 2); got != nil {
+		t.Errorf("ecmpRatios without 1-host runs = %v", got)
 	}
 }
 
@@ -348,3 +396,39 @@ func TestFailedShare(t *testing.T) {
 }
 
 func outage(failed int) availability.Outage { return availability.Outage{Failed: failed} }
+
+func TestAffected(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	fail := errors.New("timeout")
+	// One attempt every 100 ms from 0 to 1900 ms; the fault at 1000 ms.
+	attempts := func(failed ...int) []availability.Attempt {
+		var out []availability.Attempt
+		for m := 0; m < 2000; m += 100 {
+			a := availability.Attempt{Start: ms(m)}
+			if slices.Contains(failed, m) {
+				a.Err = fail
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		attempts  []availability.Attempt
+		recovered time.Time
+		want      int
+	}{
+		{name: "after the fault until the recovery", attempts: attempts(1000, 1100), recovered: ms(1200), want: 2},
+		{name: "in flight and failed", attempts: attempts(900, 1000), recovered: ms(1100), want: 2},
+		{name: "before the fault, answered", attempts: attempts(1100), recovered: ms(1300), want: 3},
+		{name: "failed before from", attempts: attempts(300, 1000), recovered: ms(1100), want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := affected(tt.attempts, ms(500), ms(1000), tt.recovered); got != tt.want {
+				t.Errorf("affected = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -54,8 +54,9 @@ type trial struct {
 	takeover time.Duration // until another host held the address
 	broken   int           // long-lived connections that broke
 	held     int
-	// affected are the new connections started while some failed: from
-	// just before the fault until the recovery (0 when none failed).
+	// affected are the new connections the fault could fail: started
+	// from the fault until the recovery, or in flight when it struck (0
+	// when none failed).
 	affected int
 }
 
@@ -413,7 +414,7 @@ func (b *bench) run(t *testing.T, impl string, f fault, vip netip.Addr, w watch,
 	time.Sleep(benchHoldDown + 2*time.Second) // every host serving, or a keepalived master elected
 	for n := range trials {
 		tr := b.trial(t, f, vip, w, n)
-		t.Logf("%s %s trial %d: gap %s, recovered %s, takeover %s, %d/%d attempts failed (%d while failing), %d of %d long-lived broken",
+		t.Logf("%s %s trial %d: gap %s, recovered %s, takeover %s, %d/%d attempts failed (of %d it could fail), %d of %d long-lived broken",
 			impl, f.name, n+1, ms(tr.outage.Gap), ms(tr.outage.Recovered), ms(tr.takeover), tr.outage.Failed, tr.outage.Attempts, tr.affected, tr.broken, tr.held)
 		s.trials = append(s.trials, tr)
 	}
@@ -434,7 +435,10 @@ func (b *bench) trial(t *testing.T, f fault, vip netip.Addr, w watch, n int) tri
 	from := start.Add(-500 * time.Millisecond)
 	attempts := c.Attempts()
 	o := availability.Measure(attempts, start, from, time.Now().Add(-time.Second))
-	tr := trial{outage: o, takeover: takeover, affected: startedIn(attempts, from, start.Add(o.Recovered))}
+	tr := trial{outage: o, takeover: takeover}
+	if o.Failed > 0 {
+		tr.affected = affected(attempts, from, start, start.Add(o.Recovered))
+	}
 	for _, conn := range c.Conns() {
 		tr.held++
 		if conn.Err != nil {
@@ -446,11 +450,13 @@ func (b *bench) trial(t *testing.T, f fault, vip netip.Addr, w watch, n int) tri
 	return tr
 }
 
-// startedIn counts the attempts started in [from, until).
-func startedIn(attempts []availability.Attempt, from, until time.Time) int {
+// affected counts the new connections a fault at fault could fail until
+// recovered: those started from the fault on, and those started from from
+// on that failed (in flight when it struck).
+func affected(attempts []availability.Attempt, from, fault, recovered time.Time) int {
 	n := 0
 	for _, a := range attempts {
-		if !a.Start.Before(from) && a.Start.Before(until) {
+		if a.Start.Before(recovered) && (!a.Start.Before(fault) || (!a.Start.Before(from) && a.Err != nil)) {
 			n++
 		}
 	}
