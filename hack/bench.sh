@@ -4,9 +4,10 @@
 # rewrites its own section of docs/benchmarks.md. Needs root (network
 # namespaces); installs from Debian's packages what the benchmarks compare
 # against or load with, when missing: keepalived (failover), wrk and
-# haproxy (data plane).
+# haproxy (data plane, BGP); the BGP benchmark's router, FRR, comes with
+# make deps (hack/install-deps.sh), which make bench runs first.
 #   hack/bench.sh [go test -run pattern]   (default: every benchmark)
-#   GROUNDCLOUD_BENCH_TRIALS=n             failover trials per scenario (default 10)
+#   GROUNDCLOUD_BENCH_TRIALS=n             failover trials per scenario (default 10; BGP 5)
 #   GROUNDCLOUD_BENCH_ROUNDS=n             data-plane rounds (default 3)
 #   GROUNDCLOUD_BENCH_DURATION=5s          length of one data-plane measurement
 set -euo pipefail
@@ -59,5 +60,5 @@ GROUNDCLOUD_TOOLS_BIN=$(hack/tools/build.sh)
 export GROUNDCLOUD_TOOLS_BIN GROUNDCLOUD_BENCH=1 GROUNDCLOUD_BENCH_DOCS="$PWD/docs/benchmarks.md"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-go test -count=1 -p 1 -timeout 60m -v -run "${1:-.}" ./test/bench/ >"$log" 2>&1 || { cat "$log"; exit 1; }
+go test -count=1 -p 1 -timeout 90m -v -run "${1:-.}" ./test/bench/ >"$log" 2>&1 || { cat "$log"; exit 1; }
 grep '^BENCH ' "$log"

@@ -268,8 +268,8 @@ func parseBusy(stat string) (time.Duration, error) {
 }
 
 // rotate returns s started at its (r mod len)-th element, so that no path
-// is always measured first or last in a round.
-func rotate(s []string, r int) []string {
+// (or number of hosts) is always measured first or last in a round.
+func rotate[T any](s []T, r int) []T {
 	r %= len(s)
 	return slices.Concat(s[r:], s[:r])
 }

@@ -4,9 +4,10 @@
 // GROUNDCLOUD_BENCH_DOCS=<file>, rewrite their own section of that file
 // (docs/benchmarks.md).
 //
-// Where each runs: the data-plane and failover benchmarks on the real
+// Where each runs: the data-plane, failover and BGP benchmarks on the real
 // cluster (internal/cluster: kubelets, kube-proxy, groundcloud from
-// deploy/, Pods of groundcloud-echo); the scale benchmark and the
+// deploy/, Pods of groundcloud-echo; the BGP one with FRR as a router,
+// internal/frr); the scale benchmark and the
 // full-conntrack failover benchmark on the simulated nodes' sandbox
 // (internal/sandbox), the first because it needs 100 nodes, the second
 // because it measures the load-balancer hosts' own conntrack tables and

@@ -94,7 +94,7 @@ func (b *bench) conntrackRun(t *testing.T, f fault, vip netip.Addr, trials int) 
 	for i := range b.lbs {
 		seen[i] = len(agentDeletions(t, b.env.Agent(i).LogPath))
 	}
-	r.scenario = b.run(t, "groundcloud", f, vip, trials)
+	r.scenario = b.run(t, "groundcloud", f, vip, b.l2Watch(vip), trials)
 	for i := range b.lbs {
 		r.inAgent = append(r.inAgent, agentDeletions(t, b.env.Agent(i).LogPath)[seen[i]:]...)
 	}

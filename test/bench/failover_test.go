@@ -54,6 +54,10 @@ type trial struct {
 	takeover time.Duration // until another host held the address
 	broken   int           // long-lived connections that broke
 	held     int
+	// affected are the new connections the fault could fail: started
+	// from the fault until the recovery, or in flight when it struck (0
+	// when none failed).
+	affected int
 }
 
 type scenario struct {
@@ -73,7 +77,7 @@ func TestFailoverBenchmark(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
-	b := startClusterBench(t)
+	b := startClusterBench(t, cluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
 	vips := b.deployFailover(t)
 	var results []scenario
 	t.Run("groundcloud", func(t *testing.T) {
@@ -81,7 +85,7 @@ func TestFailoverBenchmark(t *testing.T) {
 		d := daemon{kill: b.killAgent, restart: b.agentBack}
 		for _, impl := range []string{implPassthrough, implProxy} {
 			for _, f := range b.faults(d) {
-				results = append(results, b.run(t, impl, f, vips[impl], trials))
+				results = append(results, b.run(t, impl, f, vips[impl], b.l2Watch(vips[impl]), trials))
 			}
 		}
 	})
@@ -95,7 +99,7 @@ func TestFailoverBenchmark(t *testing.T) {
 			restart: func(t *testing.T, i int) { ka.start(t, i) },
 		}
 		for _, f := range b.faults(d) {
-			results = append(results, b.run(t, "keepalived", f, vip, trials))
+			results = append(results, b.run(t, "keepalived", f, vip, b.l2Watch(vip), trials))
 		}
 	})
 	for _, s := range results {
@@ -137,11 +141,11 @@ func (b *bench) watchHolders(t *testing.T) {
 	t.Cleanup(holders.Stop)
 }
 
-// startClusterBench starts the real cluster: 2 dedicated load-balancer
-// hosts, 2 workers, a client.
-func startClusterBench(t *testing.T) *bench {
+// startClusterBench starts the real cluster with opts (the failover
+// benchmark's: 2 dedicated load-balancer hosts, 2 workers, a client).
+func startClusterBench(t *testing.T, opts cluster.Options) *bench {
 	t.Helper()
-	c := cluster.StartT(t, cluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	c := cluster.StartT(t, opts)
 	b := &bench{c: c, client: c.Clients["client"]}
 	var nodes []*cluster.Node
 	for _, n := range c.Nodes {
@@ -160,35 +164,54 @@ func startClusterBench(t *testing.T) *bench {
 // passthrough forwarding (the pool's default), one with proxy forwarding.
 func (b *bench) deployFailover(t *testing.T) map[string]netip.Addr {
 	t.Helper()
-	ctx := t.Context()
-	d := b.c.EchoDeployment("default", "failover", 2)
+	b.deployEcho(t, "failover")
+	vips := map[string]netip.Addr{}
+	for impl, forwarding := range map[string]string{implPassthrough: "passthrough", implProxy: "proxy"} {
+		svc := echoService(impl, "failover", v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80,
+			TargetPort: intstr.FromInt32(cluster.EchoLinesPort)})
+		svc.Annotations["groundcloud.io/forwarding"] = forwarding
+		vips[impl] = b.loadBalancer(t, svc)
+	}
+	must(t, b.c.WaitDeploymentReady(t.Context(), "default", "failover"))
+	return vips
+}
+
+// deployEcho runs groundcloud-echo as Deployment app in namespace
+// default, one Pod on each of the two workers.
+func (b *bench) deployEcho(t *testing.T, app string) {
+	t.Helper()
+	d := b.c.EchoDeployment("default", app, 2)
 	d.Spec.Template.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{
 		MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule,
 		NodeTaintsPolicy: ptr.To(v1.NodeInclusionPolicyHonor),
-		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "failover"}},
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 	}}
-	_, err := b.c.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	_, err := b.c.Client.AppsV1().Deployments("default").Create(t.Context(), d, metav1.CreateOptions{})
 	must(t, err)
-	vips := map[string]netip.Addr{}
-	for impl, forwarding := range map[string]string{implPassthrough: "passthrough", implProxy: "proxy"} {
-		svc := &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: impl, Namespace: "default",
-				Annotations: map[string]string{"groundcloud.io/forwarding": forwarding}},
-			Spec: v1.ServiceSpec{
-				Type:     v1.ServiceTypeLoadBalancer,
-				Selector: map[string]string{"app": "failover"},
-				Ports: []v1.ServicePort{{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80,
-					TargetPort: intstr.FromInt32(cluster.EchoLinesPort)}},
-			},
-		}
-		_, err := b.c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
-		must(t, err)
-		vip, err := b.c.WaitLoadBalancerIP(ctx, "default", impl)
-		must(t, err)
-		vips[impl] = vip
+}
+
+// echoService is a LoadBalancer Service named name in namespace default in
+// front of the Pods of app.
+func echoService(name, app string, ports ...v1.ServicePort) *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{}},
+		Spec: v1.ServiceSpec{
+			Type:     v1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": app},
+			Ports:    ports,
+		},
 	}
-	must(t, b.c.WaitDeploymentReady(ctx, "default", "failover"))
-	return vips
+}
+
+// loadBalancer creates svc on the cluster and returns its address once
+// the controller manager has written it.
+func (b *bench) loadBalancer(t *testing.T, svc *v1.Service) netip.Addr {
+	t.Helper()
+	_, err := b.c.Client.CoreV1().Services(svc.Namespace).Create(t.Context(), svc, metav1.CreateOptions{})
+	must(t, err)
+	vip, err := b.c.WaitLoadBalancerIP(t.Context(), svc.Namespace, svc.Name)
+	must(t, err)
+	return vip
 }
 
 // setAgentArgs gives the agent DaemonSet's container the arguments of
@@ -354,33 +377,68 @@ func (b *bench) faults(d daemon) []fault {
 	}
 }
 
-func (b *bench) run(t *testing.T, impl string, f fault, vip netip.Addr, trials int) scenario {
+// watch follows who serves one address through the trials of a
+// scenario.
+type watch interface {
+	// settled waits until the address is served as before the first
+	// trial and returns the load-balancer host that trial n fails.
+	settled(t *testing.T, n int) int
+	// moved waits until host i no longer serves the address and returns
+	// how long after since that was.
+	moved(t *testing.T, i int, since time.Time) time.Duration
+}
+
+// l2Watch follows an address held by one host on the link: each trial
+// fails the host that held it first.
+type l2Watch struct {
+	b    *bench
+	vip  netip.Addr
+	home string
+}
+
+func (b *bench) l2Watch(vip netip.Addr) *l2Watch { return &l2Watch{b: b, vip: vip} }
+
+func (w *l2Watch) settled(t *testing.T, _ int) int {
+	t.Helper()
+	w.home = w.b.settled(t, w.vip, w.home)
+	return slices.IndexFunc(w.b.lbs, func(h *lab.Host) bool { return h.Name == w.home })
+}
+
+func (w *l2Watch) moved(t *testing.T, i int, since time.Time) time.Duration {
+	t.Helper()
+	return w.b.takeover(t, w.vip, w.b.lbs[i].Name, since)
+}
+
+func (b *bench) run(t *testing.T, impl string, f fault, vip netip.Addr, w watch, trials int) scenario {
 	s := scenario{impl: impl, fault: f.name}
 	time.Sleep(benchHoldDown + 2*time.Second) // every host serving, or a keepalived master elected
-	home := b.settled(t, vip, "")
 	for n := range trials {
-		tr := b.trial(t, f, vip, home)
-		t.Logf("%s %s trial %d: gap %s, recovered %s, takeover %s, %d/%d attempts failed, %d of %d long-lived broken",
-			impl, f.name, n+1, ms(tr.outage.Gap), ms(tr.outage.Recovered), ms(tr.takeover), tr.outage.Failed, tr.outage.Attempts, tr.broken, tr.held)
+		tr := b.trial(t, f, vip, w, n)
+		t.Logf("%s %s trial %d: gap %s, recovered %s, takeover %s, %d/%d attempts failed (of %d it could fail), %d of %d long-lived broken",
+			impl, f.name, n+1, ms(tr.outage.Gap), ms(tr.outage.Recovered), ms(tr.takeover), tr.outage.Failed, tr.outage.Attempts, tr.affected, tr.broken, tr.held)
 		s.trials = append(s.trials, tr)
 	}
 	return s
 }
 
-// trial fails the home host of vip once, measures and restores it.
-func (b *bench) trial(t *testing.T, f fault, vip netip.Addr, home string) trial {
+// trial fails the host w picks once, measures and restores it.
+func (b *bench) trial(t *testing.T, f fault, vip netip.Addr, w watch, n int) trial {
 	t.Helper()
-	owner := b.settled(t, vip, home)
-	i := slices.IndexFunc(b.lbs, func(h *lab.Host) bool { return h.Name == owner })
+	i := w.settled(t, n)
 	c, err := availability.Start(t.Context(), availability.Options{From: b.client, To: netip.AddrPortFrom(vip, 80)})
 	must(t, err)
 	time.Sleep(time.Second)
 	start := time.Now()
 	f.inject(t, i)
-	takeover := b.takeover(t, vip, owner, start)
+	takeover := w.moved(t, i, start)
 	time.Sleep(3 * time.Second)
-	o := availability.Measure(c.Attempts(), start, start.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
+	from := start.Add(-500 * time.Millisecond)
+	attempts := c.Attempts()
+	o := availability.Measure(attempts, start, from, time.Now().Add(-time.Second))
 	tr := trial{outage: o, takeover: takeover}
+	if o.Failed > 0 {
+		tr.affected = affected(attempts, from, start, start.Add(o.Recovered))
+	}
 	for _, conn := range c.Conns() {
 		tr.held++
 		if conn.Err != nil {
@@ -390,6 +448,19 @@ func (b *bench) trial(t *testing.T, f fault, vip netip.Addr, home string) trial 
 	c.Stop()
 	f.restore(t, i)
 	return tr
+}
+
+// affected counts the new connections a fault at fault could fail until
+// recovered: those started from the fault on, and those started from from
+// on that failed (in flight when it struck).
+func affected(attempts []availability.Attempt, from, fault, recovered time.Time) int {
+	n := 0
+	for _, a := range attempts {
+		if a.Start.Before(recovered) && (!a.Start.Before(fault) || (!a.Start.Before(from) && a.Err != nil)) {
+			n++
+		}
+	}
+	return n
 }
 
 // settled waits until one host (home, unless empty) holds vip and has for
