@@ -218,7 +218,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Host:          o.Host,
 		Dynamic:       dyn,
 		Kube:          kube,
-		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}),
+		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements(),
 		Addresses:     vip.New(o.Interface, logger.WithName("vip")),
 		Owner:         own.Owner,
 		Cluster:       own.Cluster,

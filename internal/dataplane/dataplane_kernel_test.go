@@ -90,7 +90,7 @@ func TestKernelDataPlane(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		syncer = NewSyncer(nft4, nft6, nil, NetlinkConntrack{})
+		syncer = NewSyncer(nft4, nft6, nil, NetlinkConntrack{}).BatchBucketElements()
 		return nil
 	}); err != nil {
 		t.Fatalf("nftables in the lb namespace: %v", err)
@@ -387,4 +387,48 @@ func runIn(t *testing.T, h *lab.Host, name string, args ...string) string {
 		t.Fatalf("%s %s in %s: %v: %s", name, strings.Join(args, " "), h.Name, err, stderr.Bytes())
 	}
 	return string(out)
+}
+
+// A bucket map's elements written as one list (BatchBucketElements) give
+// the kernel the same table as one command per element, on a full sync and
+// on the partial syncs after it.
+func TestKernelBatchedBucketElements(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("kernel test: no nft binary")
+	}
+	l := lab.NewT(t, lab.Options{Subnet6: labSubnet6}) // skips with -short or without root
+	lb := l.AddHostT(t, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6})
+	states := []State{realisticState(), withHealth(realisticState(), "node-b", false), realisticState()}
+	list := func(batch bool) []string {
+		var out []string
+		if err := lb.Do(func() error {
+			nft4, err := NewNFTables(knftables.IPv4Family)
+			if err != nil {
+				return err
+			}
+			s := NewSyncer(nft4, nil, nil, nil)
+			if batch {
+				s.BatchBucketElements()
+			}
+			for _, st := range states {
+				if _, err := s.Sync(context.Background(), st); err != nil {
+					return err
+				}
+				out = append(out, nft(t, lb, "list", "table", "ip", TableName))
+			}
+			return s.Cleanup(context.Background())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	one, batched := list(false), list(true)
+	for i := range states {
+		if one[i] != batched[i] {
+			t.Errorf("sync %d: the batched table differs:\none command per element:\n%s\nbatched:\n%s", i, one[i], batched[i])
+		}
+	}
+	if !strings.Contains(one[0], "elements = {") {
+		t.Errorf("no bucket map elements in the table: the test shows nothing:\n%s", one[0])
+	}
 }

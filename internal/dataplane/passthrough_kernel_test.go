@@ -130,7 +130,7 @@ func TestKernelPassthrough(t *testing.T) {
 				return err
 			}
 		}
-		syncer = NewSyncer(nfts[0], nfts[1], nfts[2], NetlinkConntrack{})
+		syncer = NewSyncer(nfts[0], nfts[1], nfts[2], NetlinkConntrack{}).BatchBucketElements()
 		return nil
 	}); err != nil {
 		t.Fatalf("nftables in the lb namespace: %v", err)
