@@ -189,8 +189,7 @@ $ kubectl get pods -A -o wide
 
     curl http://%[4]s/
 
-  answers: %[5]s
-%[9]s
+  answers: %[5]s%[9]s
   Kubernetes:
 
     export KUBECONFIG=%[6]s
