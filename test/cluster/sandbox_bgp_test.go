@@ -98,12 +98,11 @@ func checkSandboxBGP(t *testing.T, summary []string) string {
 		if err != nil {
 			t.Fatalf("%s: %v", curl[1], err)
 		}
-		if node := checkAnswer(string(out)); node != "" {
-			nodes[node] = true
-		}
-		if t.Failed() {
+		node := checkAnswer(string(out))
+		if node == "" {
 			break
 		}
+		nodes[node] = true
 	}
 	if len(nodes) != 2 {
 		t.Errorf("%s reached Pods on %v, want Pods on both workers", curl[1], nodes)
