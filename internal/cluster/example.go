@@ -11,8 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -115,7 +117,6 @@ func (c *Cluster) WaitLoadBalancerIP(ctx context.Context, namespace, name string
 // its Pods then see, and answer with, the client's own address.
 func (c *Cluster) ExampleManifest(namespace, name string, replicas int32) (string, error) {
 	d := c.EchoDeployment(namespace, name, replicas)
-	d.APIVersion, d.Kind = "apps/v1", "Deployment"
 	// One Pod per node where Pods may run (the scheduler's own spreading
 	// is only a preference), so that the example answers from every
 	// worker.
@@ -125,10 +126,22 @@ func (c *Cluster) ExampleManifest(namespace, name string, replicas int32) (strin
 		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 	}}
 	s := LoadBalancerService(namespace, name)
-	s.APIVersion, s.Kind = "v1", "Service"
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	return Manifest(d, s)
+}
+
+// Manifest is objects as the YAML documents a user would write and
+// `kubectl apply -f`: apiVersion and kind filled in, no status, no empty
+// fields.
+func Manifest(objects ...runtime.Object) (string, error) {
 	var docs []string
-	for _, obj := range []any{d, s} {
+	for _, obj := range objects {
+		gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+		if err != nil {
+			return "", err
+		}
+		obj = obj.DeepCopyObject()
+		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
 		data, err := json.Marshal(obj)
 		if err != nil {
 			return "", err

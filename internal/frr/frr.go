@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/groundcloud/groundcloud/internal/lab"
@@ -54,7 +55,7 @@ func Start(ctx context.Context, h *lab.Host, logDir, config string) (*Router, er
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "groundcloud-frr-")
+	dir, err := os.MkdirTemp("", dirPrefix+"*")
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +115,13 @@ func (r *Router) VTY(ctx context.Context, command string) ([]byte, error) {
 	return out, nil
 }
 
+// ShellCommand is the command line that runs one vtysh command against
+// the router from the machine's shell, for a person to type while the
+// router runs.
+func (r *Router) ShellCommand(command string) string {
+	return fmt.Sprintf("ip netns exec %s %s --vty_socket %s -c '%s'", r.Host.Netns, VTYSH, r.dir, command)
+}
+
 // Nexthops returns the next hops of the route to prefix that the router
 // installed in its kernel (FIB), sorted; none when it has no such route.
 func (r *Router) Nexthops(ctx context.Context, prefix netip.Prefix) ([]netip.Addr, error) {
@@ -125,7 +133,7 @@ func (r *Router) Nexthops(ctx context.Context, prefix netip.Prefix) ([]netip.Add
 	if err != nil {
 		return nil, err
 	}
-	return parseNexthops(out, prefix)
+	return ParseNexthops(out, prefix)
 }
 
 // route is the part of FRR's "show ip route json" that Nexthops reads.
@@ -139,7 +147,10 @@ type route struct {
 	} `json:"nexthops"`
 }
 
-func parseNexthops(out []byte, prefix netip.Prefix) ([]netip.Addr, error) {
+// ParseNexthops reads the next hops installed in the kernel from the
+// output of vtysh's "show ip route <prefix> json" (or "show ipv6 route"),
+// sorted; none when it has no such route.
+func ParseNexthops(out []byte, prefix netip.Prefix) ([]netip.Addr, error) {
 	var routes map[string][]route
 	if err := json.Unmarshal(out, &routes); err != nil {
 		return nil, fmt.Errorf("FRR route JSON: %w", err)
@@ -181,6 +192,24 @@ func (r *Router) Stop() error {
 	errs = append(errs, os.RemoveAll(r.dir))
 	r.dir = ""
 	return errors.Join(errs...)
+}
+
+// Dir is the daemons' directory (configuration, sockets, pid files,
+// logs), empty after Stop.
+func (r *Router) Dir() string { return r.dir }
+
+// dirPrefix names the daemons' directories under the system's temporary
+// directory.
+const dirPrefix = "groundcloud-frr-"
+
+// RemoveDir removes the directory of a router whose process died before
+// it could Stop (its daemons gone too). It refuses any path that is not
+// one Start makes.
+func RemoveDir(dir string) error {
+	if filepath.Dir(dir) != filepath.Clean(os.TempDir()) || !strings.HasPrefix(filepath.Base(dir), dirPrefix) {
+		return fmt.Errorf("%s is not the directory of an FRR router", dir)
+	}
+	return os.RemoveAll(dir)
 }
 
 // Log returns the path of a daemon's log ("zebra", "bgpd"): in the

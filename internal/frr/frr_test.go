@@ -1,7 +1,11 @@
 package frr
 
 import (
+	"errors"
+	"io/fs"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -28,16 +32,53 @@ func TestParseNexthops(t *testing.T) {
 		{"no route", `{}`, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseNexthops([]byte(tt.in), p)
+			got, err := ParseNexthops([]byte(tt.in), p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateComparable(netip.Addr{}), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("parseNexthops (-want +got):\n%s", diff)
+				t.Errorf("ParseNexthops (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if _, err := parseNexthops([]byte("% Unknown command"), p); err == nil {
+	if _, err := ParseNexthops([]byte("% Unknown command"), p); err == nil {
 		t.Error("no error for output that is not JSON")
+	}
+}
+
+func TestRemoveDir(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	mine, err := os.MkdirTemp("", dirPrefix+"*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.MkdirTemp("", "other-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := filepath.Join(other, dirPrefix+"1")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		dir     string
+		wantErr bool
+		gone    bool
+	}{
+		{"a router's directory", mine, false, true},
+		{"another directory of the temporary directory", other, true, false},
+		{"a router-like name elsewhere", nested, true, false},
+		{"a relative path", dirPrefix + "1", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := RemoveDir(tt.dir)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("RemoveDir(%s) = %v, want error %v", tt.dir, err, tt.wantErr)
+			}
+			if _, serr := os.Stat(tt.dir); errors.Is(serr, fs.ErrNotExist) != tt.gone && filepath.IsAbs(tt.dir) {
+				t.Errorf("%s removed: %v, want %v", tt.dir, !tt.gone, tt.gone)
+			}
+		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -21,12 +23,19 @@ import (
 	"github.com/groundcloud/groundcloud/internal/echo"
 )
 
-// TestSandbox runs the README's first command as a user would: `up` ends
-// with a curl line that works from this machine's shell, answered by the
-// example's Pods on both workers; a second `up` says one is running;
-// Ctrl-C leaves the machine as it was (namespaces, links, addresses,
-// routes, ruleset, sysctls, mounts, processes, cgroups); after a crash,
-// `down` does.
+// TestSandbox runs the README's first command as a user would, with
+// --bgp: `up` prints a curl line that works from this machine's shell
+// (checkSandboxL2) and lines about the BGP example that are true
+// (checkSandboxBGP); a second `up` says one is running; Ctrl-C leaves the
+// machine as it was (namespaces, links, addresses, routes, ruleset,
+// sysctls, mounts, processes, cgroups, the router's directory). Then a
+// plain `up` comes up, crashes, and `down` leaves the machine as it was.
+//
+// One run with --bgp covers both examples at the cost of one more
+// load-balancer host and the router: the L2 example is the same with or
+// without --bgp (pool "default", announced on the link by one of the
+// hosts). The plain `up` is covered too: it prints its curl line only once
+// the address answers this shell.
 func TestSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs the whole sandbox")
@@ -35,7 +44,48 @@ func TestSandbox(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command(sandboxBinary, "down", "--dir", dir).Run() })
 	before := hostState(t)
 
-	up, url := startSandbox(t, dir)
+	up, summary := startSandbox(t, dir, "--bgp")
+	checkSandboxL2(t, summary)
+	routerDir := checkSandboxBGP(t, summary)
+
+	second := exec.Command(sandboxBinary, "up", "--dir", t.TempDir())
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already running") {
+		t.Errorf("second up: %v\n%s", err, out)
+	}
+
+	if err := up.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, up, 0)
+	expectNothingLeft(t, dir)
+	if _, err := os.Stat(routerDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the router's directory %s is left (%v)", routerDir, err)
+	}
+	expectAsBefore(t, before)
+
+	// A crash leaves namespaces, the link and processes; down removes them.
+	up, _ = startSandbox(t, dir)
+	if err := up.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = up.Wait()
+	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || !bytes.Contains(out, []byte("gcsandbox-")) {
+		t.Logf("after the crash, namespaces: %s", out)
+	}
+	down, err := exec.Command(sandboxBinary, "down", "--dir", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("down: %v\n%s", err, down)
+	}
+	expectNothingLeft(t, dir)
+	expectAsBefore(t, before)
+}
+
+// checkSandboxL2: the summary's curl line works from this shell, answered
+// by the example's Pods on both workers, which see the shell's own address.
+func checkSandboxL2(t *testing.T, summary []string) {
+	t.Helper()
+	url := summaryMatch(t, summary, regexp.MustCompile(`^\s+curl (http://\S+)$`))[1]
 	nodes := map[string]bool{}
 	// A new connection per request, as separate curl runs make; each
 	// remembers its own address, which the Pod must see (passthrough
@@ -74,35 +124,6 @@ func TestSandbox(t *testing.T) {
 	if len(nodes) != 2 {
 		t.Errorf("requests through %s reached Pods on %v, want Pods on both workers", url, nodes)
 	}
-
-	second := exec.Command(sandboxBinary, "up", "--dir", t.TempDir())
-	out, err := second.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "already running") {
-		t.Errorf("second up: %v\n%s", err, out)
-	}
-
-	if err := up.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	waitExit(t, up, 0)
-	expectNothingLeft(t, dir)
-	expectAsBefore(t, before)
-
-	// A crash leaves namespaces, the link and processes; down removes them.
-	up, _ = startSandbox(t, dir)
-	if err := up.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = up.Wait()
-	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || !bytes.Contains(out, []byte("gcsandbox-")) {
-		t.Logf("after the crash, namespaces: %s", out)
-	}
-	down, err := exec.Command(sandboxBinary, "down", "--dir", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("down: %v\n%s", err, down)
-	}
-	expectNothingLeft(t, dir)
-	expectAsBefore(t, before)
 }
 
 // sandboxNetns picks the sandbox's named namespaces among those of the
@@ -131,10 +152,11 @@ func expectAsBefore(t *testing.T, before cluster.HostState) {
 	}
 }
 
-// startSandbox starts `up` and waits for its curl line.
-func startSandbox(t *testing.T, dir string) (*exec.Cmd, string) {
+// startSandbox starts `up` with args and returns its summary: its lines
+// other than progress ("==> ...") up to "Press Ctrl-C".
+func startSandbox(t *testing.T, dir string, args ...string) (*exec.Cmd, []string) {
 	t.Helper()
-	cmd := exec.Command(sandboxBinary, "up", "--dir", dir)
+	cmd := exec.Command(sandboxBinary, append([]string{"up", "--dir", dir}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +173,7 @@ func startSandbox(t *testing.T, dir string) (*exec.Cmd, string) {
 		}
 		close(lines)
 	}()
-	curl := regexp.MustCompile(`^\s+curl (http://\S+)$`)
+	var summary []string
 	timeout := time.After(10 * time.Minute) // a first run builds the tools
 	for {
 		select {
@@ -161,18 +183,34 @@ func startSandbox(t *testing.T, dir string) (*exec.Cmd, string) {
 				t.Fatalf("sandbox exited before it was up")
 			}
 			t.Log(line)
-			if m := curl.FindStringSubmatch(line); m != nil {
+			if !strings.HasPrefix(line, "==> ") {
+				summary = append(summary, line)
+			}
+			if strings.HasPrefix(line, "Press Ctrl-C") {
 				go func() {
 					for range lines {
 					}
 				}()
-				return cmd, m[1]
+				return cmd, summary
 			}
 		case <-timeout:
 			_ = cmd.Process.Kill()
 			t.Fatal("sandbox not up in 10 minutes")
 		}
 	}
+}
+
+// summaryMatch returns the submatches of the first line of the summary
+// that re matches, or fails the test.
+func summaryMatch(t *testing.T, summary []string, re *regexp.Regexp) []string {
+	t.Helper()
+	for _, l := range summary {
+		if m := re.FindStringSubmatch(l); m != nil {
+			return m
+		}
+	}
+	t.Fatalf("no line of the summary matches %s", re)
+	return nil
 }
 
 func waitExit(t *testing.T, cmd *exec.Cmd, want int) {

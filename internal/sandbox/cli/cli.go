@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/frr"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
@@ -103,6 +104,11 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	if err := installDeps(ctx, repo); err != nil {
 		return err
 	}
+	if o.bgp {
+		if err := frr.Available(); err != nil {
+			return err
+		}
+	}
 	progress("building the pinned Kubernetes binaries (cached after the first run; several minutes on 2 cores the first time)")
 	tools, err := testbed.ToolsDir(ctx)
 	if err != nil {
@@ -152,26 +158,27 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	}
 	var bgp *bgpResult
 	if o.bgp {
-		r, res, err := startBGP(ctx, c)
+		r, res, err := startBGP(ctx, c, o.dir)
 		if r != nil {
-			defer func() { _ = r.Stop() }()
+			defer func() { _ = stopRouter(r, o.dir) }()
 		}
 		if err != nil {
 			return err
 		}
 		bgp = &res
 	}
-	printSummary(c, ex, tools, o.dir)
-	if bgp != nil {
-		printBGPSummary(*bgp)
-	}
+	printSummary(c, ex, bgp, tools, o.dir)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
 }
 
-func printSummary(c *cluster.Cluster, ex exampleResult, tools, dir string) {
+func printSummary(c *cluster.Cluster, ex exampleResult, bgp *bgpResult, tools, dir string) {
 	pods, _ := c.CP.Kubectl(context.Background(), "get", "pods", "-A", "-o", "wide")
+	var bgpPart string
+	if bgp != nil {
+		bgpPart = bgpSummary(*bgp)
+	}
 	fmt.Printf(`
 groundcloud sandbox is up: a Kubernetes cluster of %[1]d nodes in network namespaces
 of this machine, groundcloud installed from deploy/.
@@ -182,7 +189,7 @@ $ kubectl get pods -A -o wide
 
     curl http://%[4]s/
 
-  answers: %[5]s
+  answers: %[5]s%[9]s
   Kubernetes:
 
     export KUBECONFIG=%[6]s
@@ -194,7 +201,7 @@ $ kubectl get pods -A -o wide
   Logs: %[8]s/run/ (control-plane/, nodes/<node>/)
 
 Press Ctrl-C to remove everything.
-`, len(c.Nodes), pods, ex.manifest, ex.vip, ex.answer, c.CP.AdminKubeconfig, filepath.Join(tools, "kubectl"), dir)
+`, len(c.Nodes), pods, ex.manifest, ex.vip, ex.answer, c.CP.AdminKubeconfig, filepath.Join(tools, "kubectl"), dir, bgpPart)
 }
 
 // lockPath is the machine-wide lock: one sandbox at a time, because its

@@ -4,6 +4,12 @@
 // an example LoadBalancer Service, prints how to reach it and stays until
 // Ctrl-C, then removes everything; `down` removes what a crashed `up` left.
 //
+// With --bgp it adds a router (FRR, internal/frr) that the load-balancer
+// hosts peer with, a client host behind it and a Service of a pool
+// announced over BGP, and prints the router's route and how to reach the
+// address from the client.
+//
 // It must only ever remove what it created: namespaces with its prefix, its
-// own root link, and processes whose command line names its state directory.
+// own root link, processes whose command line names its state directory,
+// and the router directory that its state directory records.
 package cli

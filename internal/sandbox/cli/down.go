@@ -67,7 +67,7 @@ func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 // sweep removes what a sandbox may have left: processes whose command line
 // names dir's work directory (the control plane, kubelets, containerd and
 // its shims), the nodes with the sandbox's prefix and their Pods, the link
-// into them, and the work directory. Only the lock holder, or Down when nobody holds it, calls it.
+// into them, the router's directory (--bgp) and the work directory. Only the lock holder, or Down when nobody holds it, calls it.
 func sweep(dir string) error {
 	killProcessesNaming(filepath.Join(dir, "run"))
 	// The nodes' namespaces and processes, their Pods' processes and
@@ -76,6 +76,9 @@ func sweep(dir string) error {
 		return err
 	}
 	if err := lab.UnlinkRoot(rootLink); err != nil {
+		return err
+	}
+	if err := sweepRouter(dir); err != nil {
 		return err
 	}
 	return os.RemoveAll(filepath.Join(dir, "run"))
