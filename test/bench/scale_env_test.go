@@ -345,6 +345,32 @@ func (s *scaleEnv) bucketMapsWith(ctx context.Context, addr netip.Addr) (int, er
 	return n, nil
 }
 
+// bucketMapName is the name of the bucket map of the scale namespace's
+// Service name (its port 80), from the agent's IPv4 table.
+func (s *scaleEnv) bucketMapName(ctx context.Context, name string) (string, error) {
+	out, err := s.nft(ctx, "list", "table", "ip", "groundcloud")
+	if err != nil {
+		return "", err
+	}
+	suffix := "-" + scaleNamespace + "/" + name + "/tcp/80 {"
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if m, ok := strings.CutPrefix(line, "map bkt-"); ok && strings.HasSuffix(m, suffix) {
+			return "bkt-" + strings.TrimSuffix(m, " {"), nil
+		}
+	}
+	return "", fmt.Errorf("no bucket map of %s/%s in the agent's table", scaleNamespace, name)
+}
+
+// mapHas reports whether the agent's IPv4 map name DNATs to addr.
+func (s *scaleEnv) mapHas(ctx context.Context, name string, addr netip.Addr) (bool, error) {
+	out, err := s.nft(ctx, "list", "map", "ip", "groundcloud", name)
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(out, addr.String()+" . "), nil
+}
+
 // dialUntil dials addr from the client host every 10 ms (each attempt
 // bounded by 200 ms) until a connection succeeds, and returns when it did.
 func (s *scaleEnv) dialUntil(ctx context.Context, addr netip.AddrPort) (time.Time, error) {

@@ -351,9 +351,12 @@ const scaleMethod = `
 - Node churn: a sixth netns host starts nodesim and is added to the
   inventory; its Node is registered, later deleted; the same again after
   the more Services below. Measured from the create or delete call: until
-  every service port's bucket map in the agent's IPv4 table (` + "`nft list table`" + `,
-  polled every 20 ms, one listing takes a while at this size) lists or no
-  longer lists its address; the apiserver's writes (as above) until they
+  the bucket map of the first Service in the agent's IPv4 table
+  (` + "`nft list map`" + `, polled every 20 ms) lists or no longer lists its
+  address (the agent changes every map in one nft transaction, and with
+  up to 128 nodes every node owns a bucket of every map); then every
+  service port's bucket map is checked (` + "`nft list table`" + `, untimed: one
+  listing takes seconds at this size); the apiserver's writes (as above) until they
   were still for 3 s; the agent's CPU (utime+stime) over the same time,
   which includes its idle work (health checks of 100 nodes every 2 s).
 - More Services: then up to 4,000 more are created the same way, but no
