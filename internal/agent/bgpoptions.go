@@ -133,20 +133,37 @@ func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bo
 	}
 }
 
-// startLabels are the host's labels now, for choosing peers.
+// startLabels are the host's labels now, for choosing peers. While the
+// apiserver cannot be reached (at a node's start, before kube-proxy has
+// programmed the kubernetes Service, say) it retries, with backoff up to
+// startLabelsMaxWait between tries, until ctx ends.
 func (o *Options) startLabels(ctx context.Context, cs kubernetes.Interface) (labels.Set, error) {
 	if o.BGP.HostLabels != "" {
 		return ParseHostLabels(o.BGP.HostLabels)
 	}
-	n, err := cs.CoreV1().Nodes().Get(ctx, o.Host, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return labels.Set{}, nil
-	case err != nil:
-		return nil, fmt.Errorf("labels of Node %s, for the BGP peers' host selectors: %w", o.Host, err)
+	wait := time.Second / 2
+	for {
+		n, err := cs.CoreV1().Nodes().Get(ctx, o.Host, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return labels.Set(n.Labels), nil
+		case apierrors.IsNotFound(err):
+			return labels.Set{}, nil
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return nil, fmt.Errorf("labels of Node %s, for the BGP peers' host selectors: %w", o.Host, err)
+		}
+		klog.FromContext(ctx).Error(err, "Cannot read this host's Node labels to choose its BGP peers; retrying", "node", o.Host, "after", wait)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("labels of Node %s, for the BGP peers' host selectors: %w", o.Host, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, startLabelsMaxWait)
 	}
-	return labels.Set(n.Labels), nil
 }
+
+// startLabelsMaxWait bounds the wait between two tries of startLabels.
+const startLabelsMaxWait = 10 * time.Second
 
 // peerOf reads a [BGPPeer] section and its password file.
 func peerOf(p *config.BGPPeer) (bgp.Peer, error) {

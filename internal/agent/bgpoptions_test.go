@@ -1,10 +1,20 @@
 package agent
 
 import (
+	"errors"
+	"maps"
 	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/groundcloud/groundcloud/internal/bgp"
@@ -27,5 +37,42 @@ func TestSessionEvents(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// At a node's start the apiserver may not answer yet (kube-proxy has not
+// programmed the kubernetes Service): the agent waits for its Node's labels
+// instead of exiting; a refusal it cannot outwait ends it.
+func TestStartLabelsWaitsForTheAPIServer(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lb-1", Labels: map[string]string{"rack": "a"}}}
+	for _, tc := range []struct {
+		name    string
+		fail    error
+		want    labels.Set
+		wantErr bool
+	}{
+		{"unreachable twice", errors.New("dial tcp 10.96.0.1:443: connect: connection refused"), labels.Set{"rack": "a"}, false},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "lb-1", errors.New("no")), nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := kubefake.NewClientset(node)
+			calls := 0
+			cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				calls++
+				if calls <= 2 {
+					return true, nil, tc.fail
+				}
+				return false, nil, nil
+			})
+			o := NewOptions()
+			o.Host = "lb-1"
+			got, err := o.startLabels(t.Context(), cs)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("startLabels: %v, want error: %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && !maps.Equal(got, tc.want) {
+				t.Errorf("labels %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
