@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,8 +73,11 @@ func sweep(dir string) error {
 	killProcessesNaming(filepath.Join(dir, "run"))
 	// The nodes' namespaces and processes, their Pods' processes and
 	// cgroups, and the machine-wide settings their kubelets changed.
-	if err := cluster.Sweep(labPrefix); err != nil {
-		return err
+	// Settings another cluster still needs are left (and reported); the
+	// rest is removed all the same.
+	kept := cluster.Sweep(labPrefix)
+	if kept != nil && !errors.Is(kept, cluster.ErrSettingsKept) {
+		return kept
 	}
 	if err := lab.UnlinkRoot(rootLink); err != nil {
 		return err
@@ -81,7 +85,7 @@ func sweep(dir string) error {
 	if err := sweepRouter(dir); err != nil {
 		return err
 	}
-	return os.RemoveAll(filepath.Join(dir, "run"))
+	return errors.Join(os.RemoveAll(filepath.Join(dir, "run")), kept)
 }
 
 // killProcessesNaming SIGKILLs every process (not this one) whose command
