@@ -117,6 +117,7 @@ func TestBGP(t *testing.T) {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
 		}
 	}
+	fo.stop()
 	_ = r.Stop()
 	closed = true
 	err = c.Close()

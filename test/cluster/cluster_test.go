@@ -122,6 +122,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
+	sb.stop()
 	closed = true
 	err = c.Close()
 	t.Run("machine as before", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ type haScenario struct {
 	app     string
 	// mods shape every Service (forwarding, policy).
 	mods []func(*corev1.Service)
+	// stop ends the record of the holders; it must run before the cluster
+	// closes (its netlink sockets are in the hosts' namespaces).
+	stop func()
 }
 
 // newHAScenario runs two echo Pods named app, one on each worker, and
@@ -89,8 +93,9 @@ func newHAScenario(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, app 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(holders.Stop)
-	return &haScenario{c: c, dyn: dyn, lbs: lbs, client: c.Clients["client"], holders: holders, app: app, mods: mods}
+	stop := sync.OnceFunc(holders.Stop)
+	t.Cleanup(stop)
+	return &haScenario{c: c, dyn: dyn, lbs: lbs, client: c.Clients["client"], holders: holders, app: app, mods: mods, stop: stop}
 }
 
 // createService creates Service name in front of the Pods: port 80 to
