@@ -4,8 +4,9 @@
 // pings long-lived ones through it (nodesim, and groundcloud-echo on its
 // lines port, echo each line), Holders
 // records which hosts hold each virtual IP over time, and Measure turns the
-// attempts around a fault into the outage a client saw. The end-to-end
-// tests and the failover benchmark share it.
+// attempts around a fault into the outage a client saw. The failover
+// checks of the real cluster's tests (test/cluster) and the failover
+// benchmarks share it.
 //
 // It only opens connections from lab hosts and reads their addresses; it
 // changes nothing.

@@ -26,6 +26,11 @@
 //     DaemonSet on the load-balancer hosts (Nodes labelled
 //     groundcloud.io/load-balancer=true), the routers on every Node.
 //
+// Failures a test can cause: a node's cable pulled (Node.SetLink, which
+// also cuts its way to the apiserver), a container crashing
+// (Node.KillContainer), a kubelet that hangs and so restarts nothing
+// (Node.SetKubeletPaused), the apiserver stopped (CP.StopAPIServer).
+//
 // It owns: the order of starting and stopping all of it, the nodes' state
 // directories, mount namespaces and cgroups, and the machine-wide settings
 // kubelets change (recorded before the first, put back on Close; see

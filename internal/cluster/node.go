@@ -46,6 +46,8 @@ type Node struct {
 	holder        *lab.Process
 	containerd    *lab.Process
 	kubelet       *lab.Process
+	// kubeletPaused: SetKubeletPaused stopped the kubelet (SIGSTOP).
+	kubeletPaused bool
 }
 
 // holderScript runs first in the node's new mount namespace (private: no
@@ -196,6 +198,26 @@ func (n *Node) KillContainer(ctx context.Context, id string) error {
 	return err
 }
 
+// SetKubeletPaused freezes the node's kubelet (SIGSTOP) or lets it run
+// again (SIGCONT), as a kubelet that hangs would: the containers it runs go
+// on, and one that exits is not restarted until the kubelet runs again (a
+// crash-looping container, seen at a given moment). The node is stopped
+// with its kubelet running again.
+func (n *Node) SetKubeletPaused(paused bool) error {
+	if n.kubelet == nil {
+		return fmt.Errorf("node %s: no kubelet", n.Name)
+	}
+	sig := unix.SIGCONT
+	if paused {
+		sig = unix.SIGSTOP
+	}
+	if err := unix.Kill(n.kubelet.Pid(), sig); err != nil {
+		return fmt.Errorf("node %s: %v to the kubelet: %w", n.Name, sig, err)
+	}
+	n.kubeletPaused = paused
+	return nil
+}
+
 // ContainerPID is the host pid of a container's main process.
 func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
 	id = strings.TrimPrefix(id, "containerd://")
@@ -261,6 +283,9 @@ func (n *Node) startKubelet(c *Cluster) error {
 // namespace.
 func (n *Node) stop() error {
 	var errs []error
+	if n.kubeletPaused {
+		errs = append(errs, n.SetKubeletPaused(false))
+	}
 	for _, p := range []*lab.Process{n.kubelet} {
 		if p != nil {
 			_ = p.Stop()

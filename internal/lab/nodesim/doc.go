@@ -7,10 +7,14 @@
 // and runs on the apiserver-only test bed (package sandbox): the
 // controller-manager and agent scenarios of test/e2e that assert objects,
 // Events and agent behaviour (requests refused, hand edits, orphaned
-// addresses, gossip cut between hosts, agents restarted with other flags),
-// the scale benchmark's 100 nodes and the full-conntrack failover
+// addresses, agents whose gossip keys differ, agents restarted with other
+// flags), the scale benchmark's 100 nodes and the full-conntrack failover
 // benchmark (which measures the load-balancer hosts' own tables). The
-// data-plane and failover benchmarks run on the real cluster.
+// data-plane and failover benchmarks run on the real cluster, and so do
+// the failover tests: three hosts sharing an L2 pool's addresses (an
+// owner's link down and back, the apiserver away) in TestBGP, split brains
+// between two hosts (an agent killed and kept dead, gossip cut) in
+// TestCluster.
 //
 // It answers on NodePorts with the node's name and the client's address as
 // the node saw it (so tests can tell SNAT from no NAT), and answers health
