@@ -351,6 +351,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		}
 	}
 	an := announceOf(lbs, a.labels())
+	an.bgp = onlyServed(an.bgp, plan.State)
 	var owned []netip.Addr
 	for _, vip := range plan.VIPs {
 		if an.l2[vip] && !an.bgpAddrs[vip] && a.cfg.Owner.Owns(vip) {

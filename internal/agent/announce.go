@@ -11,6 +11,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/bgp"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/vip"
@@ -63,6 +64,31 @@ func announceOf(lbs []*v1alpha1.LoadBalancer, host labels.Set) announcing {
 			svc.LocalPref = &v
 		}
 		out.bgp = append(out.bgp, svc)
+	}
+	return out
+}
+
+// onlyServed keeps of svcs the addresses that st forwards to a healthy
+// backend: a host advertises a route for an address only while it can
+// send that address's flows on (a new Service whose nodes have not yet
+// passed a health check on this host would otherwise draw the router's
+// flows into nothing, while other hosts serve them).
+func onlyServed(svcs []bgp.Service, st dataplane.State) []bgp.Service {
+	served := map[netip.Addr]bool{}
+	for _, s := range st.Services {
+		if slices.ContainsFunc(s.Backends, func(b dataplane.Backend) bool { return b.Healthy }) {
+			for _, v := range s.VIPs {
+				served[v] = true
+			}
+		}
+	}
+	var out []bgp.Service
+	for _, svc := range svcs {
+		addrs := slices.DeleteFunc(slices.Clone(svc.Addrs), func(a netip.Addr) bool { return !served[a] })
+		if len(addrs) > 0 {
+			svc.Addrs = addrs
+			out = append(out, svc)
+		}
 	}
 	return out
 }

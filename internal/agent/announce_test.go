@@ -304,3 +304,17 @@ func TestOwnNodeLabelsSelectPools(t *testing.T) {
 	setLabels(map[string]string{"rack": "b"})
 	waitPrefixes(nil)
 }
+
+// A host advertises only the addresses it forwards to a healthy backend.
+func TestOnlyServed(t *testing.T) {
+	a, b, c := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::3")
+	st := dataplane.State{Services: []dataplane.Service{
+		{Name: "ns/ready", VIPs: []netip.Addr{a, c}, Backends: []dataplane.Backend{{Node: "n1"}, {Node: "n2", Healthy: true}}},
+		{Name: "ns/new", VIPs: []netip.Addr{b}, Backends: []dataplane.Backend{{Node: "n1"}, {Node: "n2"}}},
+	}}
+	got := onlyServed([]bgp.Service{{Addrs: []netip.Addr{a, c}, ECMP: true}, {Addrs: []netip.Addr{b}, ECMP: true}}, st)
+	want := []bgp.Service{{Addrs: []netip.Addr{a, c}, ECMP: true}}
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+		t.Errorf("onlyServed (-want +got):\n%s", diff)
+	}
+}

@@ -383,7 +383,10 @@ func countTable(vips []netip.Addr) string {
 			ip = "ip6"
 		}
 		to = append(to, fmt.Sprintf("  %s daddr %s counter", ip, v))
-		from = append(from, fmt.Sprintf("  %s saddr %s counter", ip, v))
+		// Only frames addressed to this host: a bridge floods a reply
+		// whose destination it has not learnt (or has forgotten) to every
+		// port, which is not the reply crossing this host.
+		from = append(from, fmt.Sprintf("  meta pkttype host %s saddr %s counter", ip, v))
 	}
 	return "table netdev passthrough-count {\n chain in {\n  type filter hook ingress device \"eth0\" priority -1000; policy accept;\n" +
 		strings.Join(to, "\n") + "\n" + strings.Join(from, "\n") + "\n }\n}\n"
