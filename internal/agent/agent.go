@@ -195,9 +195,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { a.checker.Run(runCtx) })
 	wg.Go(func() { a.runner.Run(runCtx) })
-	wg.Go(func() { a.announce(runCtx) })
+	wg.Go(func() { every(runCtx, a.cfg.AnnounceEach, func() { a.cfg.Addresses.Announce(runCtx) }) })
 	if a.cfg.FullSyncEvery > 0 {
-		wg.Go(func() { a.fullSyncs(runCtx) })
+		// As kube-proxy's nftables mode: partial syncs diff the state
+		// against what the agent applied, so only a full one sees a rule
+		// or element changed by hand.
+		wg.Go(func() {
+			every(runCtx, a.cfg.FullSyncEvery, func() {
+				a.cfg.DataPlane.ForceFullSync()
+				a.runner.Request()
+			})
+		})
 	}
 	wg.Go(func() { a.reportLoop(runCtx) })
 	clusterErr := make(chan error, 1)
@@ -287,32 +295,16 @@ func (a *Agent) onNodeUpdate(old, cur any) {
 	}
 }
 
-// fullSyncs makes a sync full every FullSyncEvery, as kube-proxy's
-// nftables mode does: partial syncs diff the state against what the agent
-// applied, so only a full one sees a rule or element changed by hand.
-func (a *Agent) fullSyncs(ctx context.Context) {
-	t := time.NewTicker(a.cfg.FullSyncEvery)
+// every calls f each d until ctx ends (not at once).
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			a.cfg.DataPlane.ForceFullSync()
-			a.runner.Request()
-		}
-	}
-}
-
-func (a *Agent) announce(ctx context.Context) {
-	t := time.NewTicker(a.cfg.AnnounceEach)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			a.cfg.Addresses.Announce(ctx)
+			f()
 		}
 	}
 }
