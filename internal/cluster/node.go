@@ -100,6 +100,15 @@ func (n *Node) Logs() []string {
 	return []string{filepath.Join(n.Dir, "containerd.log"), filepath.Join(n.Dir, "kubelet.log")}
 }
 
+// PodLogs are the log files the kubelet keeps of the node's containers
+// ("<namespace>_<pod>_<uid>/<container>/<restart>.log" under the node's
+// directory), which stay readable when its API is not: a test's failure
+// report reads them.
+func (n *Node) PodLogs() []string {
+	logs, _ := filepath.Glob(filepath.Join(n.paths.podLogs(), "*", "*", "*.log"))
+	return logs
+}
+
 // start brings the node up to a running kubelet: directories, the mount
 // namespace, containerd with the images imported, then the kubelet.
 func (n *Node) start(ctx context.Context, c *Cluster) error {

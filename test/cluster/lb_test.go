@@ -412,20 +412,8 @@ func expectOnlyWithin(t *testing.T, client *http.Client, u, node string, d time.
 func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, node string) {
 	ctx := t.Context()
 	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, n := range c.Nodes {
-			if !n.LoadBalancer {
-				continue
-			}
-			if pod, _, err := c.AgentContainer(context.Background(), n.Name); err == nil {
-				logs, _ := c.Client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](80)}).DoRaw(context.Background())
-				t.Logf("agent on %s:\n%s", n.Name, logs)
-			}
-		}
-		if n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{}); err == nil {
-			t.Logf("Node %s: providerID %q taints %v addresses %v labels %v", node, n.Spec.ProviderID, n.Spec.Taints, n.Status.Addresses, n.Labels)
+		if t.Failed() {
+			diagnose(t, c, node, local.name)
 		}
 	})
 	if err := c.Join(ctx, node); err != nil {
