@@ -87,6 +87,9 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 				reached = fmt.Sprintf("not within %s (%d bucket maps missing)", seconds(churnWait), c.missed)
 			}
 			row(fmt.Sprintf("at %d Services, node %s: every bucket map of the agent", services, what), reached, "≤ 2 s", verdict(c.missed == 0 && c.ruleset <= goalNodeChange))
+			if c.initialised > 0 {
+				row("of which until the upstream cloud-node controller had initialised the Node (no agent takes it before)", seconds(c.initialised), "", "")
+			}
 			row(fmt.Sprintf("at %d Services, node %s: LoadBalancer writes (objects and status)", services, what), fmt.Sprint(c.writes.loadBalancers()), "0", verdict(c.writes.loadBalancers() == 0))
 			row(fmt.Sprintf("at %d Services, node %s: agent CPU (until the writes were still for 3 s)", services, what), fmt.Sprintf("%.2f s", c.agentCPU.Seconds()), "", "")
 		}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/availability"
 	"github.com/groundcloud/groundcloud/internal/lab"
@@ -62,10 +64,14 @@ type agentRestart struct {
 }
 
 type churnResult struct {
-	ruleset  time.Duration // until every bucket map in the agent's table reflected it
-	missed   int           // chains that did not within churnWait (then ruleset is churnWait)
-	writes   writes
-	agentCPU time.Duration // the agent's CPU from the change until the writes were still
+	ruleset time.Duration // until every bucket map in the agent's table reflected it
+	// initialised: added, until the upstream cloud-node controller had
+	// initialised the Node (provider ID set, its taint gone), before which
+	// no agent takes it as a backend; 0 when removed or not seen.
+	initialised time.Duration
+	missed      int // chains that did not within churnWait (then ruleset is churnWait)
+	writes      writes
+	agentCPU    time.Duration // the agent's CPU from the change until the writes were still
 }
 
 // TestScaleBenchmark measures the control plane at 1,000 and 5,000
@@ -367,8 +373,11 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		cpu0, err := readFootprint(s.Agent(0).Pid())
 		must(t, err)
 		start := time.Now()
+		var initialised chan time.Duration
 		if add {
 			must(t, sandbox.RegisterNode(ctx, s.fast, c.name, "True"))
+			initialised = make(chan time.Duration, 1)
+			go func() { initialised <- c.untilInitialised(ctx, s, start) }()
 		} else {
 			must(t, s.fast.CoreV1().Nodes().Delete(ctx, c.name, metav1.DeleteOptions{}))
 		}
@@ -391,6 +400,9 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 			t.Logf("node %s (added: %v): bucket map %s not changed after %s", c.name, add, probe, churnWait)
 		}
 		res.ruleset = time.Since(start)
+		if initialised != nil {
+			res.initialised = <-initialised
+		}
 		n, err := s.bucketMapsWith(ctx, c.host.Addr4)
 		if err != nil || n != want {
 			res.missed = max(want-n, n-want)
@@ -402,10 +414,26 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		must(t, err)
 		res.writes, res.agentCPU = after.minus(before), cpu1.CPU-cpu0.CPU
 		out[i] = res
-		t.Logf("node %s added=%v at %d services: every bucket map of the agent after %s; agent CPU %s; writes %s",
-			c.name, add, services, res.ruleset.Round(time.Millisecond), res.agentCPU, res.writes)
+		t.Logf("node %s added=%v at %d services: initialised after %s; every bucket map of the agent after %s; agent CPU %s; writes %s",
+			c.name, add, services, res.initialised.Round(time.Millisecond), res.ruleset.Round(time.Millisecond), res.agentCPU, res.writes)
 	}
 	return out
+}
+
+// untilInitialised polls the churn host's Node every 20 ms until the
+// cloud-node controller has initialised it, and returns the time since
+// start (0 when not within churnWait).
+func (c *churnHost) untilInitialised(ctx context.Context, s *scaleEnv, start time.Time) time.Duration {
+	var at time.Duration
+	pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
+		n, err := s.fast.CoreV1().Nodes().Get(ctx, c.name, metav1.GetOptions{})
+		if err != nil || n.Spec.ProviderID == "" || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudapi.TaintExternalCloudProvider }) {
+			return false
+		}
+		at = time.Since(start)
+		return true
+	})
+	return at
 }
 
 // more creates up to 4,000 more Services and measures time to address
