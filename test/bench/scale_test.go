@@ -370,6 +370,14 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 	for i, add := range []bool{true, false} {
 		before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 		must(t, err)
+		// The agent applies a node change to every service's bucket map in
+		// one nft transaction, so the time is read on one map and every
+		// map is checked afterwards. With up to 128 nodes every node owns
+		// a bucket of every map. The map's name comes from a listing of the
+		// whole table, which takes seconds at thousands of Services: before
+		// the clock starts.
+		probe, err := s.bucketMapName(ctx, scaleServiceName(0))
+		must(t, err)
 		cpu0, err := readFootprint(s.Agent(0).Pid())
 		must(t, err)
 		start := time.Now()
@@ -386,13 +394,6 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		if add {
 			want = services
 		}
-		// The agent applies a node change to every service's bucket map in
-		// one nft transaction, so the time is read on one map (listing the
-		// whole table takes seconds at thousands of Services) and every
-		// map is checked afterwards. With up to 128 nodes every node owns
-		// a bucket of every map.
-		probe, err := s.bucketMapName(ctx, scaleServiceName(0))
-		must(t, err)
 		if !pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
 			has, err := s.mapHas(ctx, probe, c.host.Addr4)
 			return err == nil && has == add
