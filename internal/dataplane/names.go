@@ -42,6 +42,10 @@ func bucketMapName(service string, p Port) string {
 	return "bkt-" + shortHash(service+"/"+suffix) + "-" + readable(service) + "/" + suffix
 }
 
+// BucketMapName is the name of the bucket map of port p of service
+// ("namespace/name") in proxy forwarding, in either IP family's table.
+func BucketMapName(service string, p Port) string { return bucketMapName(service, p) }
+
 // bucketMapTypeOf is the key of every bucket map. The key is a jhash
 // result, but nft 1.0.6 crashes listing a map declared "typeof jhash …"
 // and refuses "type mark" for it (datatype mismatch); numgen gives the

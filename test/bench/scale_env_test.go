@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/sandbox"
 	"github.com/groundcloud/groundcloud/internal/testbed"
@@ -309,7 +310,8 @@ func readFootprint(pid int) (footprint, error) {
 
 // nft runs nft in the LB host's namespace.
 func (s *scaleEnv) nft(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Listing the whole table takes seconds at thousands of Services.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	out, err := s.lb.Command(ctx, "nft", args...).Output()
 	if err != nil {
@@ -346,20 +348,9 @@ func (s *scaleEnv) bucketMapsWith(ctx context.Context, addr netip.Addr) (int, er
 }
 
 // bucketMapName is the name of the bucket map of the scale namespace's
-// Service name (its port 80), from the agent's IPv4 table.
-func (s *scaleEnv) bucketMapName(ctx context.Context, name string) (string, error) {
-	out, err := s.nft(ctx, "list", "table", "ip", "groundcloud")
-	if err != nil {
-		return "", err
-	}
-	suffix := "-" + scaleNamespace + "/" + name + "/tcp/80 {"
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if m, ok := strings.CutPrefix(line, "map bkt-"); ok && strings.HasSuffix(m, suffix) {
-			return "bkt-" + strings.TrimSuffix(m, " {"), nil
-		}
-	}
-	return "", fmt.Errorf("no bucket map of %s/%s in the agent's table", scaleNamespace, name)
+// Service name (its port 80) in the agent's tables.
+func bucketMapName(name string) string {
+	return dataplane.BucketMapName(scaleNamespace+"/"+name, dataplane.Port{Protocol: dataplane.TCP, Port: 80})
 }
 
 // mapHas reports whether the agent's IPv4 map name DNATs to addr.
