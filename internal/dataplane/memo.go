@@ -1,17 +1,17 @@
 package dataplane
 
 // assignMemo remembers each service's bucket assignment per family, in
-// compact form (see Buckets), so that
-// a sync recomputes the buckets of a service only when its backends (names
-// or health) changed. Assign orders 128 × backends pairs: about 0.3 ms for
+// compact form (see Buckets), so that a sync recomputes the buckets of a
+// service only when its backends (names, health or addresses) changed.
+// Assign orders 128 × backends pairs: about 0.3 ms for
 // 100 nodes (1 ms when it sorted them all), which for thousands of services
 // would make every sync take seconds.
 // A nil *assignMemo computes every time.
 type assignMemo struct {
 	entries map[string]memoEntry // by family and service name
-	// backendSets interns equal backend lists (by appendBackendsKey) and their
-	// choices, so that thousands of services over the same nodes hold one
-	// copy.
+	// backendSets interns equal backend lists' keys (appendBackendsKey)
+	// and their choices, so that thousands of services over the same
+	// nodes hold one copy.
 	backendSets map[string]*backendSet
 	used        map[string]bool
 	scratch     []byte // appendBackendsKey's buffer, reused
