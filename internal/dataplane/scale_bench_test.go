@@ -75,3 +75,39 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// BenchmarkSync5000x100 is one Sync of 5,000 services on 100 nodes with
+// the transaction built but not run: a full sync (as at start and every
+// --full-sync-interval), and a partial one after a node joined or left
+// (alternately).
+func BenchmarkSync5000x100(b *testing.B) {
+	const services = 5000
+	ctx := context.Background()
+	states := []State{scaleState(services, 100), scaleState(services, 101)}
+	newSyncer := func(b *testing.B) *Syncer {
+		s := NewSyncer(discardNFT{knftables.NewFake(knftables.IPv4Family, TableName)}, nil, nil, nil).BatchBucketElements()
+		if _, err := s.Sync(ctx, states[0]); err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	b.Run("full", func(b *testing.B) {
+		s := newSyncer(b)
+		for b.Loop() {
+			s.ForceFullSync()
+			if _, err := s.Sync(ctx, states[0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("node-change", func(b *testing.B) {
+		s := newSyncer(b)
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := s.Sync(ctx, states[i%2]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
