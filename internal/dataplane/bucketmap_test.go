@@ -139,3 +139,58 @@ func freshV4Dump(t *testing.T, st State) string {
 	mustSync(t, s, st)
 	return dump(v4)
 }
+
+// The bucket maps of services over the same backends share one list of
+// choices, the ports of a service share one index, and a sync without
+// change keeps both (so the applied and the desired ruleset compare
+// without looking at a bucket).
+func TestBucketMapsShareChoices(t *testing.T) {
+	st := scaleState(50, 8)
+	for i := range st.Services {
+		st.Services[i].Ports = append(st.Services[i].Ports, Port{Protocol: UDP, Port: 53, NodePort: uint16(40000 + i)})
+	}
+	services, _ := normalize(st)
+	m := newAssignMemo()
+	first, second := desired(services, m), desired(services, m)
+
+	choices := map[*BucketChoices]bool{}
+	for _, svc := range st.Services {
+		tcp := second.IPv4.Maps[bucketMapName(svc.Name, svc.Ports[0])].Buckets
+		udp := second.IPv4.Maps[bucketMapName(svc.Name, svc.Ports[1])].Buckets
+		choices[tcp.Choices], choices[udp.Choices] = true, true
+		if tcp.Index != udp.Index {
+			t.Errorf("%s: the ports' bucket maps have two indexes", svc.Name)
+		}
+		if before := first.IPv4.Maps[bucketMapName(svc.Name, svc.Ports[0])].Buckets; before.Index != tcp.Index || before.Choices != tcp.Choices {
+			t.Errorf("%s: a sync without change made a new index or choices", svc.Name)
+		}
+	}
+	if len(choices) != 1 {
+		t.Errorf("%d lists of choices for services over the same backends, want 1", len(choices))
+	}
+}
+
+// A service with more backends than a byte counts gets the same buckets:
+// its index then points into the backends that got one.
+func TestBucketMapManyBackends(t *testing.T) {
+	backends := memoBackends(300, 7, 150)
+	st := State{Services: []Service{{
+		Name:     "ns/big",
+		VIPs:     []netip.Addr{netip.MustParseAddr("192.0.2.100")},
+		Ports:    []Port{{Protocol: TCP, Port: 80, NodePort: 30080}},
+		Backends: backends,
+	}}}
+	a := Assign("ns/big", backends)
+	var want []string
+	for _, node := range a {
+		i := slices.IndexFunc(backends, func(b Backend) bool { return b.Node == node })
+		want = append(want, backends[i].Addrs[0].String()+" . 30080")
+	}
+	services, _ := normalize(st)
+	for name, r := range map[string]Ruleset{"without memo": Desired(st), "with memo": desired(services, newAssignMemo())} {
+		got := bucketTexts(r.IPv4.Maps[bucketMapName("ns/big", st.Services[0].Ports[0])])
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: bucket values (-want +got):\n%s", name, diff)
+		}
+	}
+}

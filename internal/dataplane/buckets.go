@@ -44,10 +44,25 @@ type Assignment [BucketCount]string
 // against 6 and 12 here for 8 backends.)
 func Assign(seed string, backends []Backend) Assignment {
 	var a Assignment
-	if len(backends) == 0 {
-		return a
+	names, owners := assignOwners(seed, backends)
+	for bucket, owner := range owners {
+		if owner >= 0 {
+			a[bucket] = names[owner]
+		}
 	}
-	names := sortedNames(backends)
+	return a
+}
+
+// assignOwners is Assign with each bucket's backend given as its index in
+// names (the sorted, distinct names of backends), or -1 for none.
+func assignOwners(seed string, backends []Backend) (names []string, owners [BucketCount]int) {
+	for i := range owners {
+		owners[i] = -1
+	}
+	if len(backends) == 0 {
+		return nil, owners
+	}
+	names = sortedNames(backends)
 	hashes := make([]uint64, len(names))
 	for i, n := range names {
 		hashes[i] = hash64(seed, n)
@@ -60,12 +75,12 @@ func Assign(seed string, backends []Backend) Assignment {
 	}
 	for bucket, owner := range balanced(hashes) {
 		if healthy[owner] {
-			a[bucket] = names[owner]
+			owners[bucket] = owner
 		} else if i := rendezvous(hashes, bucket, healthy); i >= 0 {
-			a[bucket] = names[i]
+			owners[bucket] = i
 		}
 	}
-	return a
+	return names, owners
 }
 
 func sortedNames(backends []Backend) []string {

@@ -58,9 +58,17 @@ func FullSync(tx *knftables.Transaction, desired *Table, existing map[string][]s
 // one command each. batch is off only for knftables' Fake, which models one
 // element per command and cannot apply a list (see Syncer).
 func addElements(tx *knftables.Transaction, m *Map, batch bool) {
-	if batch && m.Buckets != nil {
+	switch {
+	case m.Buckets != nil && batch:
 		if e := bucketsElement(m); e != nil {
 			tx.Add(e)
+		}
+		return
+	case m.Buckets != nil:
+		for i, c := range m.Buckets.Index {
+			if c != 0 {
+				addElement(tx, m.Name, m.Buckets.element(i))
+			}
 		}
 		return
 	}
@@ -80,26 +88,29 @@ func addElements(tx *knftables.Transaction, m *Map, batch bool) {
 // element (measured with nft -f in a namespace). nil when no bucket has a
 // value.
 func bucketsElement(m *Map) *knftables.Element {
-	var first string
+	b := m.Buckets
+	first := -1
 	var rest strings.Builder
-	for i, v := range m.Buckets {
-		if v == "" {
+	var value [64]byte // one value's text, longer than any
+	for i, c := range b.Index {
+		if c == 0 {
 			continue
 		}
-		if first == "" {
-			first = bucketKey(i)
-			rest.WriteString(v)
+		if first < 0 {
+			first = i
+			rest.Grow(32 * BucketCount)
+			rest.Write(b.appendText(value[:0], i))
 			continue
 		}
 		rest.WriteString(", ")
 		rest.WriteString(bucketKey(i))
 		rest.WriteString(" : ")
-		rest.WriteString(v)
+		rest.Write(b.appendText(value[:0], i))
 	}
-	if first == "" {
+	if first < 0 {
 		return nil
 	}
-	return &knftables.Element{Map: m.Name, Key: []string{first}, Value: []string{rest.String()}}
+	return &knftables.Element{Map: m.Name, Key: []string{bucketKey(first)}, Value: []string{rest.String()}}
 }
 
 // PartialSync adds to tx only the operations that turn applied (the table
@@ -135,15 +146,15 @@ func PartialSync(tx *knftables.Transaction, applied, desired *Table, batch bool)
 		if slices.Contains(newMaps, name) {
 			old = nil
 		}
-		if old != nil && old.Buckets != nil && slices.Equal(old.Buckets, m.Buckets) {
-			continue // the common case of a bucket map: nothing moved
-		}
-		if old != nil && old.Buckets != nil && len(old.Buckets) == len(m.Buckets) {
-			// A node change: compare bucket by bucket, building only the
+		if old != nil && old.Buckets != nil && m.Buckets != nil {
+			if old.Buckets.equal(m.Buckets) {
+				continue // the common case of a bucket map: nothing moved
+			}
+			// A node change: compare bucket by bucket, formatting only the
 			// elements that move.
-			for i, v := range m.Buckets {
-				if v != "" && v != old.Buckets[i] {
-					addElement(tx, name, Element{Key: []string{bucketKey(i)}, Value: []string{v}})
+			for i := range BucketCount {
+				if m.Buckets.moved(old.Buckets, i) {
+					addElement(tx, name, m.Buckets.element(i))
 				}
 			}
 			continue
@@ -202,12 +213,12 @@ func diffMaps(applied, desired *Table) (added, gone []string) {
 }
 
 func deleteStaleElements(tx *knftables.Transaction, old, desired *Map) {
-	if old.Buckets != nil && slices.Equal(old.Buckets, desired.Buckets) {
-		return
-	}
-	if old.Buckets != nil && desired != nil && len(desired.Buckets) == len(old.Buckets) {
-		for i, v := range old.Buckets {
-			if v != "" && v != desired.Buckets[i] {
+	if old.Buckets != nil && desired.Buckets != nil {
+		if old.Buckets.equal(desired.Buckets) {
+			return
+		}
+		for i := range BucketCount {
+			if old.Buckets.moved(desired.Buckets, i) {
 				tx.Delete(&knftables.Element{Map: old.Name, Key: []string{bucketKey(i)}})
 			}
 		}

@@ -158,6 +158,20 @@
 // same 32-bit integer key. The map is per service port because its values
 // carry the port's NodePort.
 //
+// In memory (Map.Buckets) a bucket map is not its 128 value strings but
+// one byte per bucket, an index into shared choices (the node names and
+// addresses of the family of one backend list), and the port's NodePort
+// (a passthrough verdict map instead names the node whose buckets
+// accept). A Syncer's memo makes one list of choices per distinct backend
+// list and keeps each service's index per family, which the maps of the
+// service's ports share; "address . NodePort" (or "goto <node chain>") is
+// formatted only when an element is written: every one in a full sync,
+// those of the buckets that move in a partial one, found by comparing
+// addresses and ports (maps sharing index and choices are equal without
+// looking). With 5,000 single-port services on 100 nodes the applied
+// ruleset and the memo hold 6.0 MB, against 39.8 MB with a string per
+// bucket (BenchmarkSyncerHeld5000x100).
+//
 // # Passthrough forwarding
 //
 // A service with Forwarding Passthrough is forwarded by the netdev table,

@@ -149,3 +149,26 @@ func checkGolden(t *testing.T, name, got string) {
 		t.Errorf("%s differs (-want +got; run with -update if intended):\n%s", path, diff)
 	}
 }
+
+// bucketTexts is the value of each bucket of the bucket map m in nft
+// syntax, "" for no element.
+func bucketTexts(m *Map) []string {
+	out := make([]string, BucketCount)
+	for i, c := range m.Buckets.Index {
+		if c != 0 {
+			out[i] = m.Buckets.text(i)
+		}
+	}
+	return out
+}
+
+// expand is the Assignment that a compact one stands for.
+func expand(index *[BucketCount]uint8, choices *BucketChoices) Assignment {
+	var a Assignment
+	for i, c := range index {
+		if c != 0 {
+			a[i] = choices.Nodes[c-1]
+		}
+	}
+	return a
+}

@@ -31,7 +31,7 @@ func TestAssignMemo(t *testing.T) {
 		{"healthy again", memoBackends(6)},
 	} {
 		t.Run(step.name, func(t *testing.T) {
-			if got, want := m.assign("ip demo/web", "demo/web", step.backends), Assign("demo/web", step.backends); got != want {
+			if got, want := expand(m.assign("ip demo/web", "demo/web", ipv4, step.backends)), Assign("demo/web", step.backends); got != want {
 				t.Errorf("memo gives %v, Assign %v", got, want)
 			}
 			m.sweep()

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	"sigs.k8s.io/knftables"
@@ -83,8 +82,8 @@ func desiredNetDev(services []service, memo *assignMemo) *Table {
 }
 
 func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
-	buckets, addrs := passthroughBuckets(f, svc, memo)
-	if buckets[0] == "" {
+	index, choices := passthroughBuckets(f, svc, memo)
+	if !hasElements(index) {
 		return
 	}
 	dispatch := mapPassthroughPorts4
@@ -112,16 +111,22 @@ func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
 	if !served {
 		return
 	}
-	t.addBucketMap(bucketMap, "verdict", passthroughVerdicts(f, buckets, svc.self))
-	for _, node := range slices.Compact(slices.Sorted(slices.Values(buckets[:]))) {
-		if node != svc.self {
-			t.addChain(nodeChainName(f, node), fmt.Sprintf("fwd %s to %s device %q", f.ip, addrs.of(node), svc.iface))
+	t.addBucketMap(bucketMap, "verdict", &Buckets{Index: index, Choices: choices.withGotos(f), Verdict: true, Self: svc.self, Family: f.nft})
+	var seen [256]bool // by choice
+	for _, c := range index {
+		if c == 0 || seen[c] {
+			continue
+		}
+		seen[c] = true
+		if node := choices.Nodes[c-1]; node != svc.self {
+			t.addChain(nodeChainName(f, node), fmt.Sprintf("fwd %s to %s device %q", f.ip, choices.Addrs[c-1], svc.iface))
 		}
 	}
 }
 
 // bucketRule picks the bucket by the same jhash as dnatRule and takes its
-// verdict from the service's bucket map (see passthroughVerdicts). The rule
+// verdict from the service's bucket map: "goto" the bucket's node chain,
+// or "accept" for the buckets of self (see Buckets). The rule
 // does not depend on the backends.
 func bucketRule(f family, affinity bool, bucketMap string) string {
 	key := f.ip + " saddr . th sport"
@@ -131,31 +136,12 @@ func bucketRule(f family, affinity bool, bucketMap string) string {
 	return fmt.Sprintf("jhash %s mod %d seed %#x vmap @%s", key, BucketCount, HashSeed, bucketMap)
 }
 
-// passthroughVerdicts is the verdict of each bucket: forward to the
-// bucket's node through its chain, or accept for self's buckets.
-func passthroughVerdicts(f family, buckets Assignment, self string) []string {
-	out := make([]string, len(buckets))
-	verdicts := map[string]string{}
-	for i, node := range buckets {
-		v, ok := verdicts[node]
-		if !ok {
-			v = "goto " + nodeChainName(f, node)
-			if node == self {
-				v = "accept"
-			}
-			verdicts[node] = v
-		}
-		out[i] = v
-	}
-	return out
-}
-
 // passthroughBuckets assigns the buckets of svc in family f among its
 // backends with an address of f. Unlike proxy forwarding, self keeps its
 // buckets (its own kube-proxy serves them), and a backend whose address is
 // not on a link of the interface counts as unhealthy: listed, so that its
 // buckets come back to it, but given none.
-func passthroughBuckets(f family, svc service, memo *assignMemo) (Assignment, backendAddrs) {
+func passthroughBuckets(f family, svc service, memo *assignMemo) (*[BucketCount]uint8, *BucketChoices) {
 	var backends []Backend
 	for _, b := range svc.backends {
 		a := firstAddr(f, b)
@@ -167,7 +153,7 @@ func passthroughBuckets(f family, svc service, memo *assignMemo) (Assignment, ba
 		}
 		backends = append(backends, b)
 	}
-	return memo.assign("passthrough "+f.ip+" "+svc.name, svc.name, backends), backendAddrs{f: f, backends: backends}
+	return memo.assign("passthrough "+f.ip+" "+svc.name, svc.name, f, backends)
 }
 
 // addPassthroughChecks adds what the ip/ip6 table does for a passthrough
@@ -176,7 +162,7 @@ func passthroughBuckets(f family, svc service, memo *assignMemo) (Assignment, ba
 // this host's stack). Everything else happens in the netdev table; packets
 // of self's buckets reach this host's stack and its own kube-proxy.
 func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend, memo *assignMemo) {
-	buckets, _ := passthroughBuckets(f, svc, memo)
+	index, _ := passthroughBuckets(f, svc, memo)
 	fwChain := ""
 	if svc.restricted {
 		fwChain = firewallChainName(svc.name)
@@ -187,7 +173,7 @@ func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend,
 		if fwChain != "" {
 			t.addElement(mapFirewallIPs, key, []string{"goto " + fwChain})
 		}
-		if buckets[0] == "" {
+		if !hasElements(index) {
 			t.addElement(mapNoEndpoints, key, []string{"goto " + chainReject})
 		}
 	}

@@ -209,7 +209,7 @@ func TestPassthroughPartialSyncTouchesOnlyChangedService(t *testing.T) {
 	nodeC := nodeChainName(ipv4, "node-c")
 	webMap := passthroughBucketMapName(ipv4, "shop/web")
 	var moved []string
-	for i, v := range before.Maps[webMap].Buckets {
+	for i, v := range bucketTexts(before.Maps[webMap]) {
 		if v == "goto "+nodeC {
 			moved = append(moved, bucketKey(i))
 		}

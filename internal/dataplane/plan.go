@@ -120,10 +120,9 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		backends = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !f.has(b) })
 	}
 	backends, _ = ForNewFlows(backends, svc.self)
-	addrs := backendAddrs{f: f, backends: backends}
 	memoKey := f.ip + " " + svc.name
-	buckets := memo.assign(memoKey, svc.name, backends)
-	reachable := buckets[0] != ""
+	index, choices := memo.assign(memoKey, svc.name, f, backends)
+	reachable := hasElements(index)
 
 	fwChain := ""
 	if svc.restricted {
@@ -135,7 +134,8 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		if _, ok := t.Chains[chain]; !ok {
 			bucketMap := bucketMapName(svc.name, fe.port)
 			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, bucketMap))
-			t.addBucketMap(bucketMap, fmt.Sprintf("%s daddr . %s dport", f.ip, fe.port.Protocol.nft()), memo.dnatValues(memoKey, fe.port, buckets, addrs))
+			t.addBucketMap(bucketMap, dnatValueTypeOf(f, fe.port.Protocol),
+				&Buckets{Index: index, Choices: choices, NodePort: fe.port.NodePort, Family: f.nft})
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(mapServicePorts, key, []string{"goto " + chain})
@@ -147,11 +147,28 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		}
 		t.addElement(mapVIPSNAT, []string{fe.vip.String()}, []string{fe.vip.String()})
 		if fe.port.Protocol == UDP && reachable {
-			for _, node := range buckets {
-				t.UDPFlows[Flow{VIP: fe.vip, Port: fe.port.Port, Backend: addrs.of(node), NodePort: fe.port.NodePort}] = true
+			for _, c := range index {
+				if c == 0 {
+					continue
+				}
+				t.UDPFlows[Flow{VIP: fe.vip, Port: fe.port.Port, Backend: choices.Addrs[c-1], NodePort: fe.port.NodePort}] = true
 			}
 		}
 	}
+}
+
+// dnatValueTypeOf is the value of a DNAT bucket map's typeof, "ip daddr .
+// tcp dport" and the like, one string per family and protocol.
+func dnatValueTypeOf(f family, p Protocol) string {
+	switch {
+	case f.nft == ipv6.nft && p == UDP:
+		return "ip6 daddr . udp dport"
+	case f.nft == ipv6.nft:
+		return "ip6 daddr . tcp dport"
+	case p == UDP:
+		return "ip daddr . udp dport"
+	}
+	return "ip daddr . tcp dport"
 }
 
 // dnatRule picks the bucket by jhash and DNATs to that bucket's backend,
@@ -167,44 +184,9 @@ func dnatRule(f family, p Port, affinity bool, bucketMap string) string {
 	return fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed, bucketMap)
 }
 
-// dnatBuckets is the value of each bucket of a port's bucket map,
-// "address . NodePort", or "" for every bucket when none has a node.
-// Buckets of one node share one string.
-func dnatBuckets(p Port, buckets Assignment, addrs backendAddrs) []string {
-	out := make([]string, len(buckets))
-	if buckets[0] == "" {
-		return out
-	}
-	values := map[string]string{}
-	for i, node := range buckets {
-		v, ok := values[node]
-		if !ok {
-			v = addrs.of(node).String() + " . " + strconv.Itoa(int(p.NodePort))
-			values[node] = v
-		}
-		out[i] = v
-	}
-	return out
-}
-
 // has reports whether b has an address of the family.
 func (f family) has(b Backend) bool {
 	return slices.ContainsFunc(b.Addrs, f.is)
-}
-
-// backendAddrs gives each backend's first address of a family; backends
-// are sorted by node name (normalize sorts them) and all have one.
-type backendAddrs struct {
-	f        family
-	backends []Backend
-}
-
-func (ba backendAddrs) of(node string) netip.Addr {
-	i, ok := slices.BinarySearchFunc(ba.backends, node, func(b Backend, n string) int { return strings.Compare(b.Node, n) })
-	if !ok {
-		return netip.Addr{}
-	}
-	return firstAddr(ba.f, ba.backends[i])
 }
 
 // firstAddr is b's first address of family f (the one forwarded to), or

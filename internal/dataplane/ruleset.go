@@ -72,12 +72,11 @@ type Map struct {
 	Comment string
 	// Elements are keyed by their key joined with " . ".
 	Elements map[string]Element
-	// Buckets, set for a bucket map instead of Elements, holds the value
-	// of bucket i (its key) in nft syntax, "" for no element. A bucket map
-	// has BucketCount elements whose values repeat a few strings: this
-	// form keeps one string header per bucket where Elements would keep a
-	// map entry and two slices.
-	Buckets []string
+	// Buckets, set for a bucket map instead of Elements, holds the
+	// elements of buckets 0 to BucketCount-1 (the keys) in compact form:
+	// a bucket map's values repeat a few backends, shared by many
+	// services, and are formatted only when written (see Buckets).
+	Buckets *Buckets
 }
 
 // Element is one map element.
@@ -115,9 +114,27 @@ func (t *Table) addMap(name, typ, comment string) {
 
 // addBucketMap adds a bucket map: keyed by a jhash result (typeof
 // "numgen inc mod 2", see bucketMapTypeOf), one element per bucket.
-func (t *Table) addBucketMap(name, valueTypeOf string, buckets []string) {
-	t.Maps[name] = &Map{Name: name, TypeOf: bucketMapTypeOf + " : " + valueTypeOf, Buckets: buckets}
+func (t *Table) addBucketMap(name, valueTypeOf string, buckets *Buckets) {
+	typeOf, ok := bucketTypeOfs[valueTypeOf]
+	if !ok {
+		typeOf = bucketMapTypeOf + " : " + valueTypeOf
+	}
+	t.Maps[name] = &Map{Name: name, TypeOf: typeOf, Buckets: buckets}
 }
+
+// bucketTypeOfs are the typeofs of the bucket maps by their value's, made
+// once rather than for each map.
+var bucketTypeOfs = func() map[string]string {
+	out := map[string]string{}
+	for _, f := range []family{ipv4, ipv6} {
+		for _, p := range []Protocol{TCP, UDP} {
+			v := dnatValueTypeOf(f, p)
+			out[v] = bucketMapTypeOf + " : " + v
+		}
+	}
+	out["verdict"] = bucketMapTypeOf + " : verdict"
+	return out
+}()
 
 func (t *Table) addElement(mapName string, key, value []string) {
 	t.Maps[mapName].Elements[strings.Join(key, " . ")] = Element{Key: key, Value: value}
@@ -158,9 +175,9 @@ func (m *Map) keys() []string {
 	if m.Buckets == nil {
 		return sortedKeys(m.Elements)
 	}
-	keys := make([]string, 0, len(m.Buckets))
-	for i, v := range m.Buckets {
-		if v != "" {
+	keys := make([]string, 0, BucketCount)
+	for i, c := range m.Buckets.Index {
+		if c != 0 {
 			keys = append(keys, bucketKey(i))
 		}
 	}
@@ -177,10 +194,10 @@ func (m *Map) element(key string) (Element, bool) {
 		return e, ok
 	}
 	i, err := strconv.Atoi(key)
-	if err != nil || i < 0 || i >= len(m.Buckets) || m.Buckets[i] == "" {
+	if err != nil || i < 0 || i >= BucketCount || m.Buckets.Index[i] == 0 {
 		return Element{}, false
 	}
-	return Element{Key: []string{key}, Value: []string{m.Buckets[i]}}, true
+	return m.Buckets.element(i), true
 }
 
 // bucketKeys are the keys of a bucket map, "0" to "127", made once.

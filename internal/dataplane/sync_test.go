@@ -58,7 +58,7 @@ func TestPartialSyncGolden(t *testing.T) {
 			}
 			name := bucketMapName(c.svc, c.p)
 			var keys []string
-			for i, v := range before.Table(fam.f.nft).Maps[name].Buckets {
+			for i, v := range bucketTexts(before.Table(fam.f.nft).Maps[name]) {
 				if strings.HasPrefix(v, firstAddr(fam.f, Backend{Addrs: addrs(nodeB...)}).String()+" . ") {
 					keys = append(keys, bucketKey(i))
 				}
