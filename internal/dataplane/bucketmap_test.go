@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/knftables"
 )
 
 // txOps is a transaction's operations, by kind, as parseOps reads them.
@@ -192,5 +194,66 @@ func TestBucketMapManyBackends(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: bucket values (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// With batch, a node change writes one delete and one add per bucket map
+// whose buckets moved, each listing exactly the moved buckets, instead of
+// one command per moved bucket.
+func TestNodeChangeBatchedPerMap(t *testing.T) {
+	const services = 50
+	three := nodesState(services, "node-1", "node-2", "node-3")
+	four := nodesState(services, "node-1", "node-2", "node-3", "node-4")
+	applied, desired := Desired(three).IPv4, Desired(four).IPv4
+	tx := knftables.NewFake(knftables.IPv4Family, TableName).NewTransaction()
+	PartialSync(tx, applied, desired, true)
+
+	deleted, added := map[string][]string{}, map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(tx.String()), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "element" {
+			t.Fatalf("not an element operation: %q", line)
+		}
+		name := f[4]
+		list := strings.TrimSuffix(strings.TrimPrefix(strings.Join(f[5:], " "), "{ "), " }")
+		switch f[0] {
+		case "delete":
+			if _, dup := deleted[name]; dup {
+				t.Errorf("map %s: two delete commands", name)
+			}
+			deleted[name] = strings.Split(list, ", ")
+		case "add":
+			if _, dup := added[name]; dup {
+				t.Errorf("map %s: two add commands", name)
+			}
+			for _, e := range strings.Split(list, ", ") {
+				key, value, _ := strings.Cut(e, " : ")
+				added[name] = append(added[name], key)
+				i, _ := strconv.Atoi(key)
+				if want := desired.Maps[name].Buckets.text(i); value != want {
+					t.Errorf("map %s bucket %s: value %q, want %q", name, key, value, want)
+				}
+			}
+		}
+	}
+	maps := 0
+	for _, svc := range four.Services {
+		before, after := Assign(svc.Name, three.Services[0].Backends), Assign(svc.Name, svc.Backends)
+		var keys []string
+		for i := range before {
+			if before[i] != after[i] {
+				keys = append(keys, bucketKey(i))
+			}
+		}
+		name := bucketMapName(svc.Name, svc.Ports[0])
+		if len(keys) > 0 {
+			maps++
+		}
+		if !slices.Equal(deleted[name], keys) || !slices.Equal(added[name], keys) {
+			t.Errorf("map %s: deleted %v, added %v, want %v moved", name, deleted[name], added[name], keys)
+		}
+	}
+	if n := tx.NumOperations(); n != 2*maps || maps == 0 {
+		t.Errorf("%d operations for %d maps with moved buckets, want two each", n, maps)
 	}
 }
