@@ -456,7 +456,11 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, no
 // checkNodeDeleted: a Node deleted from the cluster while its machine runs
 // on (kubelet, kube-proxy and rules stay; the kubelet registers no new
 // Node) stops being a backend: every connection through the address is
-// answered, none through it. It must have been one before.
+// answered, none through it. It must have been one before. This is what a
+// user sees, whichever component drains the node first; the agents' own
+// handling of a deleted Node is checked where a simulated node's health
+// stays good after its Node is gone (test/e2e
+// TestNodeChangeWritesNoLoadBalancer).
 func checkNodeDeleted(t *testing.T, c *cluster.Cluster, s *lbScenario, node string) {
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
