@@ -31,14 +31,15 @@ import (
 // holder is a Node, UDP, IPv6, Local policy by where the Pods run, a node
 // drained by kube-proxy's own health, source ranges, pod routes, a worker
 // joining the running cluster (its kubelet started late) and becoming a
-// backend, the holder's agent killed and its link cut with a long-lived
+// backend, the apiserver away while the agents follow a node's health, the
+// holder's agent killed and its link cut with a long-lived
 // connection open; split brains between the two hosts, measured by a
 // client opening a connection every 20 ms and holding four: the owner's
 // agent killed and kept dead (the other takes over and defends against the
 // stale kernel; restarted, it drops what it does not own and takes its
 // share back once) and gossip cut between the hosts (detected, with Events
-// and metrics, and resolved, IPv4 and IPv6); then that stopping the
-// cluster left the machine as it was.
+// and metrics, and resolved, IPv4 and IPv6); a deleted Node no longer a
+// backend; then that stopping the cluster left the machine as it was.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs a real cluster")
@@ -98,7 +99,7 @@ func TestCluster(t *testing.T) {
 	// Its last check pulls a cable.
 	withWeb("pod network back", func(t *testing.T, s *lbScenario) { waitPodNetwork(t, c, s) })
 	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
-	t.Run("a node joining the running cluster", func(t *testing.T) {
+	joined := t.Run("a node joining the running cluster", func(t *testing.T) {
 		if local == nil {
 			t.Fatal("needs the Local scenario, which failed")
 		}
@@ -115,6 +116,10 @@ func TestCluster(t *testing.T) {
 		t.Run("split brain: kill -9 of the owner's agent: the other takes over and defends against the stale kernel", sb.checkKilled)
 		t.Run("split brain: the restarted agent drops what it does not own and takes its share back once", sb.checkRestarted)
 		t.Run("split brain: gossip cut between the hosts: detected and resolved, IPv4 and IPv6", sb.checkGossipCut)
+	}
+	// Last: later checks would look the Node up.
+	if joined {
+		withWeb("a deleted node stops being a backend", func(t *testing.T, s *lbScenario) { checkNodeDeleted(t, c, s, "node-3") })
 	}
 	if t.Failed() {
 		for _, log := range c.Logs() {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -440,6 +441,25 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, no
 	t.Logf("connections through %s received by node: %v", url(web.vip(t, false)), got)
 }
 
+// checkNodeDeleted: a Node deleted from the cluster while its machine runs
+// on (kubelet, kube-proxy and rules stay; the kubelet registers no new
+// Node) stops being a backend: every connection through the address is
+// answered, none through it. It must have been one before. This is what a
+// user sees, whichever component drains the node first; the agents' own
+// handling of a deleted Node is checked where a simulated node's health
+// stays good after its Node is gone (test/e2e
+// TestNodeChangeWritesNoLoadBalancer).
+func checkNodeDeleted(t *testing.T, c *cluster.Cluster, s *lbScenario, node string) {
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	u := url(s.vip(t, false))
+	untilSpread(t, client, r, u, node+" a backend", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
+	if err := c.Client.CoreV1().Nodes().Delete(t.Context(), node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	untilSpread(t, client, r, u, node+" deleted", func(got map[string]int) bool { return got[node] == 0 && got["error"] == 0 })
+}
+
 // checkDrainedNode: a node that kube-proxy reports as not eligible (the
 // taint the cluster autoscaler sets before it removes a node makes its
 // /healthz answer 503) gets no new connections; without the taint it gets
@@ -792,14 +812,20 @@ func checkExcludedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 
 // checkAPIServerAway: with the apiserver stopped, kube-proxy and the
 // agents keep what they programmed: every new connection is answered and a
-// long-lived one lives on; when it is back, so is everything else.
+// long-lived one lives on. The agents' health checks need no apiserver: a
+// worker whose kube-proxy stops answering its /healthz gets no new
+// connections, and gets them again once it answers. When the apiserver is
+// back, so is everything else.
 func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+	const worker = "node-2"
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
 	r := newReceivers(t, c)
 	h := c.Clients["client"]
 	conn := workerConn(t, h, r, vip, "")
 	defer conn.Close()
+	// Found while the apiserver is there to say where it runs.
+	freeze := kubeProxyFreezer(t, c, worker)
 	if err := c.CP.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -814,7 +840,7 @@ func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface,
 	}
 	t.Cleanup(start)
 	client := lbClient(h)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for n := 0; time.Now().Before(deadline); n++ {
 		if _, err := conn.get(); err != nil {
 			t.Fatalf("request %d on the long-lived connection with the apiserver away: %v", n, err)
@@ -824,6 +850,19 @@ func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface,
 			t.Fatalf("%s no longer holds %s with the apiserver away", own, vip)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+	// Frozen, kube-proxy answers no health check while its rules in the
+	// kernel still forward: only the agents' own probes can tell.
+	freeze(true)
+	untilSpread(t, client, r, url(vip), worker+"'s kube-proxy frozen, the apiserver away", func(got map[string]int) bool {
+		return got[worker] == 0 && got["error"] == 0
+	})
+	freeze(false)
+	untilSpread(t, client, r, url(vip), worker+"'s kube-proxy answering again, the apiserver away", func(got map[string]int) bool {
+		return got[worker] > 0 && got["error"] == 0
+	})
+	if _, err := conn.get(); err != nil {
+		t.Fatalf("the long-lived connection after %s's kube-proxy came back: %v", worker, err)
 	}
 	start()
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -844,6 +883,38 @@ func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface,
 		t.Errorf("nodes not all Ready after the apiserver came back: %v", err)
 	}
 	survey(t, client, r, url(vip), 32)
+}
+
+// kubeProxyFreezer returns a function that stops (SIGSTOP) or resumes
+// (SIGCONT) kube-proxy on node, as a process that hangs; the test ends with
+// it running.
+func kubeProxyFreezer(t *testing.T, c *cluster.Cluster, node string) func(frozen bool) {
+	t.Helper()
+	_, id, err := c.PodContainer(t.Context(), metav1.NamespaceSystem, "k8s-app=kube-proxy", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := c.Node(node).ContainerPID(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := false
+	set := func(on bool) {
+		sig := unix.SIGCONT
+		if on {
+			sig = unix.SIGSTOP
+		}
+		if err := unix.Kill(pid, sig); err != nil {
+			t.Fatalf("%v to kube-proxy on %s: %v", sig, node, err)
+		}
+		frozen = on
+	}
+	t.Cleanup(func() {
+		if frozen {
+			_ = unix.Kill(pid, unix.SIGCONT)
+		}
+	})
+	return set
 }
 
 // hostHolds reports whether a load-balancer host has vip on its interface

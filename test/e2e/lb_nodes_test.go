@@ -31,12 +31,15 @@ import (
 // when kubelet reports their addresses after the controller manager has
 // set the providerID and removed the taint, the service controller asks
 // for no sync, which is how the Node was missed.
+//
+// It stays on the apiserver-only test bed because a real kubelet picks one
+// order for itself; TestCluster has a real kubelet joining the running
+// cluster, and a deleted Node no longer a backend.
 func TestNodesJoiningLater(t *testing.T) {
 	env := startLBEnv(t, func(o *sandbox.Options) {
 		o.Nodes, o.Unregistered = 7, 4
 		o.Unlisted = []string{"node-4", "node-6", "node-7"}
 	})
-	ctx := t.Context()
 	backends := env.nodeNames()
 	env.create(t, newService("hello", withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
 	vip := netip.AddrPortFrom(env.addresses(t, "hello", 1)[0], 80)
@@ -90,14 +93,6 @@ func TestNodesJoiningLater(t *testing.T) {
 			initialised(t, "node-7")
 			setStatus(t, env, "node-7", v1.ConditionTrue, internalIPs("node-7"))
 		})
-	})
-
-	t.Run("a node that leaves stops carrying traffic", func(t *testing.T) {
-		if err := env.client.CoreV1().Nodes().Delete(ctx, "node-4", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		backends = slices.DeleteFunc(backends, func(n string) bool { return n == "node-4" })
-		env.nodesReached(t, vip, backends...)
 	})
 }
 

@@ -138,21 +138,6 @@ func who(ctx context.Context, h *lab.Host, addr netip.AddrPort) (node, seen stri
 	return f[0], f[1], nil
 }
 
-// whoUDP sends one datagram from h to addr and returns the node that answered.
-func whoUDP(ctx context.Context, h *lab.Host, addr netip.AddrPort) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	b, err := h.UDPExchange(ctx, addr, []byte("hello"))
-	if err != nil {
-		return "", err
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 1 {
-		return "", fmt.Errorf("empty answer")
-	}
-	return f[0], nil
-}
-
 // spread makes n TCP connections and counts answers per node.
 func spread(ctx context.Context, h *lab.Host, addr netip.AddrPort, n int) (map[string]int, error) {
 	got := map[string]int{}

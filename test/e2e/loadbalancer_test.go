@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -196,16 +195,4 @@ func lbExists(t *testing.T, dyn dynamic.Interface, name string) bool {
 		t.Fatal(err)
 	}
 	return true
-}
-
-// hostState returns what the LB host's kernel holds: its addresses and
-// both groundcloud nftables tables.
-func (env *lbEnv) hostState(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	for _, args := range [][]string{{"ip", "addr", "show", "dev", env.lb.Iface}, {"nft", "list", "table", "ip", "groundcloud"}, {"nft", "list", "table", "ip6", "groundcloud"}} {
-		out, _ := env.lb.Command(context.Background(), args[0], args[1:]...).CombinedOutput()
-		b.Write(out)
-	}
-	return b.String()
 }

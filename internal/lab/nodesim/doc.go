@@ -3,13 +3,23 @@
 //
 // The load-balancer scenarios on the path users run (client → VIP →
 // kube-proxy → a Pod) are in test/cluster, on real kubelets, kube-proxy and
-// Pods (package cluster). nodesim remains for what has not moved there yet
-// and runs on the apiserver-only test bed (package sandbox): the
-// controller-manager and agent scenarios of test/e2e that assert objects,
-// Events and agent behaviour (requests refused, hand edits, orphaned
-// addresses, agents whose gossip keys differ, agents restarted with other
-// flags), the scale benchmark's 100 nodes and the full-conntrack failover
-// benchmark (which measures the load-balancer hosts' own tables). The
+// Pods (package cluster): TCP and UDP over IPv4 and IPv6, a node drained
+// by kube-proxy's health (also with the apiserver away), Local policy,
+// excluded, joining and deleted nodes, requested and shared addresses,
+// source ranges, a deleted Service's rules and address removed, a clean
+// agent shutdown. nodesim remains for what runs on the apiserver-only test
+// bed (package sandbox): the controller-manager and agent scenarios of
+// test/e2e that assert objects, Events and agent behaviour (TestLoadBalancer:
+// requests refused, port conflicts, orphaned addresses, a restarted
+// controller manager writing nothing; hand edits, agents whose gossip keys
+// differ, agents restarted with other flags); Node API sequences a real
+// kubelet does not make on demand (TestNodesJoiningLater's orders of taint,
+// providerID, addresses and Ready; TestNodeChangeWritesNoLoadBalancer);
+// TestLocalTrafficFromTheStart, which counts which node answers the very
+// first connections of a Local Service (a real kube-proxy drops a
+// connection on a node without an endpoint, where nodesim answers it and
+// names the node); the scale benchmark's 100 nodes and the full-conntrack
+// failover benchmark (which measures the load-balancer hosts' own tables). The
 // data-plane and failover benchmarks run on the real cluster, and so do
 // the failover tests: three hosts sharing an L2 pool's addresses (an
 // owner's link down and back, the apiserver away) in TestBGP, split brains
