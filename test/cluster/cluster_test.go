@@ -89,8 +89,7 @@ func TestCluster(t *testing.T) {
 	withWeb("pod routes", func(t *testing.T, s *lbScenario) { checkPodRoutes(t, c, s) })
 	withWeb("node drained by kube-proxy's health", func(t *testing.T, s *lbScenario) { checkDrainedNode(t, c, s) })
 	withWeb("node excluded by label", func(t *testing.T, s *lbScenario) { checkExcludedNode(t, c, s) })
-	var local *lbScenario
-	t.Run("externalTrafficPolicy Local", func(t *testing.T) { local = checkLocalPolicy(t, c) })
+	t.Run("externalTrafficPolicy Local", func(t *testing.T) { checkLocalPolicy(t, c) })
 	t.Run("source ranges", func(t *testing.T) { checkSourceRanges(t, c) })
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })
@@ -100,10 +99,7 @@ func TestCluster(t *testing.T) {
 	withWeb("pod network back", func(t *testing.T, s *lbScenario) { waitPodNetwork(t, c, s) })
 	withWeb("apiserver away", func(t *testing.T, s *lbScenario) { checkAPIServerAway(t, c, dyn, s) })
 	joined := t.Run("a node joining the running cluster", func(t *testing.T) {
-		if local == nil {
-			t.Fatal("needs the Local scenario, which failed")
-		}
-		checkNodeJoins(t, c, local, web, "node-3")
+		checkNodeJoins(t, c, web, "node-3")
 	})
 	// Failovers with a Local Service on the workers: see deployOnWorkers.
 	steady := deployOnWorkers(t, c, "steady")

@@ -406,15 +406,18 @@ func expectOnlyWithin(t *testing.T, client *http.Client, u, node string, d time.
 
 // checkNodeJoins: a worker whose kubelet starts while the cluster runs
 // registers, is initialised by groundcloud's controller manager and
-// becomes a backend of every Service: a Local Service whose Pod moves onto
-// it is answered from it alone (its kube-proxy's healthCheckNodePort
+// becomes a backend of every Service: a Local Service whose only Pod runs
+// on it is answered from it alone (its kube-proxy's healthCheckNodePort
 // reports the Pod), and connections to a Cluster Service reach it as
-// well.
-func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, node string) {
+// well. The Local Service is its own: one deployed by an earlier subtest
+// is gone with that subtest (deploy's cleanup), and polling its old
+// address worked only while a later Service happened to get the same one.
+func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node string) {
 	ctx := t.Context()
+	const name = "joining"
 	t.Cleanup(func() {
 		if t.Failed() {
-			diagnose(t, c, node, local.name)
+			diagnose(t, c, node, name)
 		}
 	})
 	if err := c.Join(ctx, node); err != nil {
@@ -422,12 +425,12 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, local, web *lbScenario, no
 	}
 	checkNodeInitialised(t, c, node)
 	client := lbClient(c.Clients["client"])
-	moveTo(ctx, t, c, local.name, node)
+	s := deploy(t, c, name, 1, map[string]string{corev1.LabelHostname: node}, func(svc *corev1.Service) {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
 	// A fresh node's kube-proxy reports the Pod on its healthCheckNodePort
-	// once it has the Pod's endpoints; once, on a loaded machine, no
-	// answer came within two minutes (cause not found: the Cleanup above
-	// shows the agents' view when it fails).
-	expectOnlyWithin(t, client, url(local.vip(t, false)), node, 4*time.Minute)
+	// once it has the Pod's endpoints.
+	expectOnlyWithin(t, client, url(s.vip(t, false)), node, 4*time.Minute)
 
 	r := newReceivers(t, c)
 	var got map[string]int
