@@ -15,10 +15,11 @@
 // differ, agents restarted with other flags); Node API sequences a real
 // kubelet does not make on demand (TestNodesJoiningLater's orders of taint,
 // providerID, addresses and Ready; TestNodeChangeWritesNoLoadBalancer);
-// TestLocalTrafficFromTheStart, which counts which node answers the very
-// first connections of a Local Service (a real kube-proxy drops a
+// TestLocalTrafficFromTheStart's clean agent stop and switch from Cluster
+// to Local, which count which node answers (a real kube-proxy drops a
 // connection on a node without an endpoint, where nodesim answers it and
-// names the node); the scale benchmark's 100 nodes and the full-conntrack
+// names the node; TestCluster checks a new Local Service from its first
+// connection and both agents killed at once by failures instead); the scale benchmark's 100 nodes and the full-conntrack
 // failover benchmark (which measures the load-balancer hosts' own tables). The
 // data-plane and failover benchmarks run on the real cluster, and so do
 // the failover tests: three hosts sharing an L2 pool's addresses (an

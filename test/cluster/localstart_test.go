@@ -1,0 +1,180 @@
+package clustertest
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/cluster"
+)
+
+// checkLocalFromTheStart: a new Local Service whose only Pod runs on
+// node-2 is answered without a failure from its first connection on. The
+// agents forward to a node only once its kube-proxy's healthCheckNodePort
+// has said that it has the Pod (they wait for the first probes of a new
+// Service's targets before they program it), and a real kube-proxy drops
+// what reaches a node without one: a node programmed too early shows as
+// failed connections. A client dials the requested address from before the
+// Service exists; from its first answer on, 200 connections in a row must
+// each be answered by node-2's Pod. Then both agents are killed at once
+// (checkLocalAcrossAgentRestarts). (test/e2e TestLocalTrafficFromTheStart
+// checks a clean agent stop and a switch from Cluster to Local on simulated
+// nodes, which answer where a real kube-proxy drops.)
+func checkLocalFromTheStart(t *testing.T, c *cluster.Cluster) {
+	const node, want = "node-2", 200
+	// Requested, so that the client can dial it before it exists; near the
+	// end of the pool, which nothing before this check reaches.
+	vip := c.Opts.Subnet4.Addr().As4()
+	vip[3] = 218
+	addr := netip.AddrFrom4(vip)
+	client := lbClient(c.Clients["client"])
+	client.Timeout = time.Second
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	type result struct {
+		answers map[string]int
+		failed  []string
+	}
+	done := make(chan result, 1)
+	go func() {
+		res := result{answers: map[string]int{}}
+		for n := 0; n < want && ctx.Err() == nil; {
+			a, err := get(ctx, client, url(addr))
+			switch {
+			case err == nil:
+				res.answers[a.node]++
+				n++
+			case len(res.answers) > 0:
+				res.failed = append(res.failed, err.Error())
+				n++
+			default: // not served yet
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		done <- res
+	}()
+	// The Pod first, ready, then the Service: every node's kube-proxy
+	// knows the endpoint by the time the agents first probe, so a node
+	// programmed before its probe said so would be one without the Pod.
+	const name = "first"
+	d := c.EchoDeployment(echoNS, name, 1)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = c.Client.CoreV1().Services(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = c.Client.AppsV1().Deployments(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	if err := c.WaitDeploymentReady(ctx, echoNS, name); err != nil {
+		t.Fatal(err)
+	}
+	svc := cluster.LoadBalancerService(echoNS, name)
+	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy", "groundcloud.io/load-balancer-ips": addr.String()}
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	if _, err := c.Client.CoreV1().Services(echoNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	total := len(res.failed)
+	for _, n := range res.answers {
+		total += n
+	}
+	switch {
+	case total < want:
+		t.Fatalf("%d connections through %s within 4 minutes (answers by node %v, %d failed), want %d", total, addr, res.answers, len(res.failed), want)
+	case len(res.failed) > 0:
+		t.Errorf("%d of %d connections after the first answer failed (answers by node %v); first: %s", len(res.failed), want, res.answers, res.failed[0])
+	case res.answers[node] != want:
+		t.Errorf("answers by node %v, want all %d from %s", res.answers, want, node)
+	}
+	t.Logf("from the first answer on, %d connections through %s: answers by node %v", want, addr, res.answers)
+	if t.Failed() {
+		return
+	}
+	checkLocalAcrossAgentRestarts(t, c, addr, node)
+}
+
+// checkLocalAcrossAgentRestarts: both agents killed at once (kill -9 of
+// their containers: their rules and addresses stay in the kernels) and
+// restarted by their kubelets: a restarted agent starts knowing no health,
+// and must program the nodes its probes approve, not every node; a real
+// kube-proxy would drop what reached a node without the Pod. A client
+// connects through addr every 20 ms meanwhile: every connection must be
+// answered by node's Pod.
+func checkLocalAcrossAgentRestarts(t *testing.T, c *cluster.Cluster, addr netip.Addr, node string) {
+	ctx := t.Context()
+	client := lbClient(c.Clients["client"])
+	client.Timeout = time.Second
+	answers, failed := map[string]int{}, []string(nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if a, err := get(ctx, client, url(addr)); err != nil {
+				failed = append(failed, err.Error())
+			} else {
+				answers[a.node]++
+			}
+		}
+	}()
+	restarts := map[string]int32{}
+	var pods []*corev1.Pod
+	for _, n := range c.Nodes {
+		if !n.LoadBalancer {
+			continue
+		}
+		pod, id, err := c.AgentContainer(ctx, n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarts[pod.Name] = pod.Status.ContainerStatuses[0].RestartCount
+		pods = append(pods, pod)
+		if err := n.KillContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, pod := range pods {
+			p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) == 0 {
+				return false, nil
+			}
+			if st := p.Status.ContainerStatuses[0]; st.RestartCount <= restarts[pod.Name] || !st.Ready {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(5 * time.Second) // the restarted agents' first syncs and probes are over
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("the agents' containers were not restarted and ready: %v", err)
+	}
+	total := len(failed)
+	for _, n := range answers {
+		total += n
+	}
+	switch {
+	case len(failed) > 0:
+		t.Errorf("%d of %d connections failed while both agents restarted (answers by node %v); first: %s", len(failed), total, answers, failed[0])
+	case answers[node] != total || total == 0:
+		t.Errorf("answers by node %v, want all from %s", answers, node)
+	}
+	t.Logf("while both agents were killed and restarted: %d connections through %s, answers by node %v", total, addr, answers)
+}
