@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -17,17 +16,12 @@ import (
 // requests arrive (they coalesce), at least once per maxInterval (0: never
 // unless requested), and again one interval after a failed one.
 //
-// The interval is minInterval, or the duration of the last sync plus
-// restFactor times the CPU it used, when that is longer: a sync is followed
-// by at least restFactor times its CPU of rest, so that with thousands of
-// services, while changes keep coming, syncing takes at most a third of a
-// core and leaves the rest to the host (and, in a test bed, to the
-// apiserver) instead of running back to back. CPU, not wall time: on a busy
-// host a sync mostly waits for a core, and resting for that wait as well
-// would only delay the next change (new Services waited seconds for their
-// first sync on a loaded test bed). The CPU is the process's and its
-// reaped children's (nft) over the sync, which counts the agent's other
-// work as well, and never more than the sync's wall time.
+// The interval is minInterval, or restFactor+1 times the duration of the
+// last sync when that is longer: a sync that takes d is followed by at
+// least restFactor×d of rest, so that with thousands of services, while
+// changes keep coming, syncing takes at most a third of a core and leaves
+// the rest to the host (and, in a test bed, to the apiserver) instead of
+// running back to back.
 //
 // Stuck says whether the loop does the work it is given (see there).
 type Runner struct {
@@ -36,7 +30,6 @@ type Runner struct {
 	maxInterval time.Duration
 	stuckAfter  time.Duration
 	clock       clock.WithTicker
-	cpu         func() time.Duration // CPU used so far (processCPU); nil: wall time
 	requests    chan struct{}
 
 	mu       sync.Mutex
@@ -47,7 +40,7 @@ type Runner struct {
 	lastTook time.Duration // duration of the last sync
 }
 
-// restFactor: rest after a sync, in multiples of the CPU it used.
+// restFactor: rest after a sync, in multiples of its duration.
 const restFactor = 2
 
 // stuckFactor: a sync that takes this many times as long as the one before
@@ -63,23 +56,7 @@ func NewRunner(sync func(ctx context.Context) error, minInterval, maxInterval ti
 	if maxInterval <= 0 {
 		stuckAfter = time.Minute
 	}
-	r := newRunner(sync, minInterval, maxInterval, stuckAfter, clock.RealClock{})
-	r.cpu = processCPU
-	return r
-}
-
-// processCPU is the user and system CPU time of this process and of its
-// children that have been waited for, or -1 when it cannot be read.
-func processCPU() time.Duration {
-	var self, children syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) != nil || syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) != nil {
-		return -1
-	}
-	var d time.Duration
-	for _, tv := range []syscall.Timeval{self.Utime, self.Stime, children.Utime, children.Stime} {
-		d += time.Duration(tv.Nano())
-	}
-	return d
+	return newRunner(sync, minInterval, maxInterval, stuckAfter, clock.RealClock{})
 }
 
 func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval, stuckAfter time.Duration, c clock.WithTicker) *Runner {
@@ -112,7 +89,7 @@ func (r *Runner) Stuck() error {
 		return nil
 	}
 	now := r.clock.Now()
-	interval := r.intervalAfter(r.lastTook, -1) // the longest it may have been
+	interval := r.intervalAfter(r.lastTook)
 	switch {
 	case !r.started.IsZero() && now.Sub(r.started) > max(r.stuckAfter, stuckFactor*r.lastTook):
 		return fmt.Errorf("a data plane sync has been running for %s", now.Sub(r.started).Round(time.Second))
@@ -125,20 +102,9 @@ func (r *Runner) Stuck() error {
 }
 
 // intervalAfter is the least time between the starts of a sync that took
-// took, using cpu of CPU time, and of the next one.
-func (r *Runner) intervalAfter(took, cpu time.Duration) time.Duration {
-	if cpu < 0 || cpu > took {
-		cpu = took
-	}
-	return max(r.minInterval, took+restFactor*cpu)
-}
-
-// cpuNow is r.cpu(), or -1 without one.
-func (r *Runner) cpuNow() time.Duration {
-	if r.cpu == nil {
-		return -1
-	}
-	return r.cpu()
+// took and of the next one.
+func (r *Runner) intervalAfter(took time.Duration) time.Duration {
+	return max(r.minInterval, (restFactor+1)*took)
 }
 
 // Run syncs until ctx is done.
@@ -151,15 +117,8 @@ func (r *Runner) Run(ctx context.Context) {
 	for {
 		if pending && (last.IsZero() || r.clock.Since(last) >= interval) {
 			last, pending = r.clock.Now(), false
-			cpu0 := r.cpuNow()
 			err := r.syncOnce(ctx, last)
-			cpu := time.Duration(-1)
-			if cpu0 >= 0 {
-				if cpu1 := r.cpuNow(); cpu1 >= 0 {
-					cpu = cpu1 - cpu0
-				}
-			}
-			interval = r.intervalAfter(r.clock.Since(last), cpu)
+			interval = r.intervalAfter(r.clock.Since(last))
 			if err != nil {
 				logger.Error(err, "Data plane sync failed; retrying", "after", interval)
 				pending = true

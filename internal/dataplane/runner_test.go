@@ -15,29 +15,15 @@ type runnerHarness struct {
 	calls chan time.Time
 	fail  chan error
 	took  chan time.Duration // how long the next sync takes (fake time)
-	used  chan time.Duration // CPU the next sync uses (none: as long as it takes)
-	cpu   time.Duration      // what Runner.cpu reports
 }
 
 func startRunner(t *testing.T, minInterval, maxInterval time.Duration) (*Runner, *runnerHarness) {
-	return startRunnerWith(t, minInterval, maxInterval, nil)
-}
-
-// startRunnerWith calls setup (to queue what syncs take) before the runner
-// starts.
-func startRunnerWith(t *testing.T, minInterval, maxInterval time.Duration, setup func(*runnerHarness)) (*Runner, *runnerHarness) {
-	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10), took: make(chan time.Duration, 10), used: make(chan time.Duration, 10)}
+	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10), took: make(chan time.Duration, 10)}
 	r := newRunner(func(context.Context) error {
 		h.calls <- h.clock.Now()
 		select {
 		case d := <-h.took:
 			h.clock.Step(d)
-			select {
-			case u := <-h.used:
-				h.cpu += u
-			default:
-				h.cpu += d
-			}
 		default:
 		}
 		select {
@@ -47,10 +33,6 @@ func startRunnerWith(t *testing.T, minInterval, maxInterval time.Duration, setup
 			return nil
 		}
 	}, minInterval, maxInterval, time.Minute, h.clock)
-	r.cpu = func() time.Duration { return h.cpu } // read by Run only, between syncs
-	if setup != nil {
-		setup(h)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -145,48 +127,6 @@ func TestRunnerRestsTwiceAsLongAsASyncTook(t *testing.T) {
 	r.Request()
 	h.step(100 * time.Millisecond)
 	h.expectSync(t0.Add(time.Second))
-}
-
-// A sync that mostly waited for a core (its CPU a sixth of its duration)
-// is followed by twice its CPU of rest, not twice its duration.
-func TestRunnerRestsTwiceTheCPUASyncUsed(t *testing.T) {
-	r, h := startRunnerWith(t, 100*time.Millisecond, 0, func(h *runnerHarness) {
-		h.took <- 300 * time.Millisecond
-		h.used <- 50 * time.Millisecond
-	})
-	t0 := time.Unix(1000, 0)
-	h.expectSync(t0) // takes until t0+300ms, using 50ms: the next no sooner than t0+400ms
-	r.Request()
-	h.step(50 * time.Millisecond) // t0+350ms
-	h.expectNoSync()
-	h.step(50 * time.Millisecond) // t0+400ms
-	h.expectSync(t0.Add(400 * time.Millisecond))
-}
-
-// More CPU than wall time (other goroutines, several cores) rests twice
-// the duration, as without a CPU meter.
-func TestRunnerRestsNoMoreThanTwiceASyncTook(t *testing.T) {
-	r, h := startRunnerWith(t, 100*time.Millisecond, 0, func(h *runnerHarness) {
-		h.took <- 200 * time.Millisecond
-		h.used <- time.Second
-	})
-	t0 := time.Unix(1000, 0)
-	h.expectSync(t0) // takes until t0+200ms: the next no sooner than t0+600ms
-	r.Request()
-	h.step(300 * time.Millisecond) // t0+500ms
-	h.expectNoSync()
-	h.step(100 * time.Millisecond)
-	h.expectSync(t0.Add(600 * time.Millisecond))
-}
-
-func TestProcessCPU(t *testing.T) {
-	before := processCPU()
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) {
-	}
-	if after := processCPU(); before < 0 || after <= before {
-		t.Errorf("processCPU: %v before 50ms of spinning, %v after", before, after)
-	}
 }
 
 // A loop whose sync never returns is stuck once the sync has run for
