@@ -108,13 +108,7 @@ func TestNodeChangeRewritesOnlyMovedBuckets(t *testing.T) {
 	want := txOps{deletedElements: map[string][]string{}, addedElements: map[string][]string{}}
 	moved := 0
 	for _, svc := range four.Services {
-		before, after := Assign(svc.Name, three.Services[0].Backends), Assign(svc.Name, svc.Backends)
-		var keys []string
-		for i := range before {
-			if before[i] != after[i] {
-				keys = append(keys, bucketKey(i))
-			}
-		}
+		keys := movedKeys(svc.Name, three.Services[0].Backends, svc.Backends)
 		if len(keys) > 0 {
 			name := bucketMapName(svc.Name, svc.Ports[0])
 			want.deletedElements[name], want.addedElements[name] = keys, keys
@@ -238,13 +232,7 @@ func TestNodeChangeBatchedPerMap(t *testing.T) {
 	}
 	maps := 0
 	for _, svc := range four.Services {
-		before, after := Assign(svc.Name, three.Services[0].Backends), Assign(svc.Name, svc.Backends)
-		var keys []string
-		for i := range before {
-			if before[i] != after[i] {
-				keys = append(keys, bucketKey(i))
-			}
-		}
+		keys := movedKeys(svc.Name, three.Services[0].Backends, svc.Backends)
 		name := bucketMapName(svc.Name, svc.Ports[0])
 		if len(keys) > 0 {
 			maps++
@@ -256,4 +244,17 @@ func TestNodeChangeBatchedPerMap(t *testing.T) {
 	if n := tx.NumOperations(); n != 2*maps || maps == 0 {
 		t.Errorf("%d operations for %d maps with moved buckets, want two each", n, maps)
 	}
+}
+
+// movedKeys are the keys of the buckets of service whose backend Assign
+// changes from before to after.
+func movedKeys(service string, before, after []Backend) []string {
+	a, b := Assign(service, before), Assign(service, after)
+	var keys []string
+	for i := range a {
+		if a[i] != b[i] {
+			keys = append(keys, bucketKey(i))
+		}
+	}
+	return keys
 }

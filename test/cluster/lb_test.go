@@ -134,42 +134,8 @@ const anyOf = "any-of"
 func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel map[string]string, mods ...func(*corev1.Service)) *lbScenario {
 	t.Helper()
 	ctx := t.Context()
-	d := c.EchoDeployment(echoNS, name, replicas)
-	d.Spec.Template.Spec.NodeSelector = sel
-	if nodes := sel[anyOf]; nodes != "" {
-		delete(sel, anyOf)
-		d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: strings.Split(nodes, ",")}},
-			}}},
-		}}
-	}
-	if len(sel) == 0 || d.Spec.Template.Spec.Affinity != nil {
-		// Spread over the nodes.
-		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-		}}
-	}
-	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svc := cluster.LoadBalancerService(echoNS, name)
-	// These scenarios are proxy forwarding's (passthroughs are in
-	// passthrough_test.go).
-	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
-	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)})
-	for _, m := range mods {
-		m(svc)
-	}
-	if _, err := c.Client.CoreV1().Services(echoNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = c.Client.CoreV1().Services(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
-		_ = c.Client.AppsV1().Deployments(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
-	})
+	createEcho(t, c, name, replicas, sel)
+	svc := exposeProxy(t, c, name, mods...)
 	if err := c.WaitDeploymentReady(ctx, echoNS, name); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +159,56 @@ func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel m
 		t.Fatalf("Service %s got no addresses: %v", name, err)
 	}
 	return s
+}
+
+// createEcho creates the echo Deployment name with replicas Pods on the
+// nodes sel selects (anyOf: any of a list; none: spread over all), deleted
+// when the test ends.
+func createEcho(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel map[string]string) {
+	t.Helper()
+	d := c.EchoDeployment(echoNS, name, replicas)
+	d.Spec.Template.Spec.NodeSelector = sel
+	if nodes := sel[anyOf]; nodes != "" {
+		delete(sel, anyOf)
+		d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: strings.Split(nodes, ",")}},
+			}}},
+		}}
+	}
+	if len(sel) == 0 || d.Spec.Template.Spec.Affinity != nil {
+		// Spread over the nodes.
+		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+		}}
+	}
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.AppsV1().Deployments(echoNS).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// exposeProxy creates the LoadBalancer Service name (TCP 80 and UDP 53,
+// proxy forwarding; passthroughs are in passthrough_test.go) for the echo
+// Deployment of that name, changed by mods, deleted when the test ends.
+func exposeProxy(t *testing.T, c *cluster.Cluster, name string, mods ...func(*corev1.Service)) *corev1.Service {
+	t.Helper()
+	svc := cluster.LoadBalancerService(echoNS, name)
+	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)})
+	for _, m := range mods {
+		m(svc)
+	}
+	if _, err := c.Client.CoreV1().Services(echoNS).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Services(echoNS).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return svc
 }
 
 // vip returns the Service's address of a family.

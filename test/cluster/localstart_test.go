@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/cluster"
 )
 
@@ -64,25 +63,14 @@ func checkLocalFromTheStart(t *testing.T, c *cluster.Cluster) {
 	// knows the endpoint by the time the agents first probe, so a node
 	// programmed before its probe said so would be one without the Pod.
 	const name = "first"
-	d := c.EchoDeployment(echoNS, name, 1)
-	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
-	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = c.Client.CoreV1().Services(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
-		_ = c.Client.AppsV1().Deployments(echoNS).Delete(ctx, name, metav1.DeleteOptions{})
-	})
+	createEcho(t, c, name, 1, map[string]string{corev1.LabelHostname: node})
 	if err := c.WaitDeploymentReady(ctx, echoNS, name); err != nil {
 		t.Fatal(err)
 	}
-	svc := cluster.LoadBalancerService(echoNS, name)
-	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy", "groundcloud.io/load-balancer-ips": addr.String()}
-	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	if _, err := c.Client.CoreV1().Services(echoNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	exposeProxy(t, c, name, func(svc *corev1.Service) {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		svc.Annotations["groundcloud.io/load-balancer-ips"] = addr.String()
+	})
 	res := <-done
 	total := len(res.failed)
 	for _, n := range res.answers {
