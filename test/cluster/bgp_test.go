@@ -116,6 +116,11 @@ func TestBGP(t *testing.T) {
 		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("zebra")) {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
 		}
+		for _, n := range c.Nodes {
+			if n.LoadBalancer {
+				logPodTails(t, n, 80, "groundcloud-agent")
+			}
+		}
 	}
 	fo.stop()
 	_ = r.Stop()

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,13 +53,21 @@ func diagnose(t *testing.T, c *cluster.Cluster, node, service string) {
 		if !n.LoadBalancer && n.Name != node {
 			continue
 		}
-		for _, log := range append(n.Logs(), n.PodLogs()...) {
-			base := filepath.Base(filepath.Dir(filepath.Dir(log)))
-			if strings.HasSuffix(log, ".log") && strings.Contains(log, "/pods/") &&
-				!strings.Contains(base, "groundcloud-agent") && !strings.Contains(base, "kube-proxy") {
-				continue
-			}
+		for _, log := range n.Logs() {
 			t.Logf("%s: tail of %s:\n%s", n.Name, log, testbed.LogTail(log, 40))
+		}
+		logPodTails(t, n, 40, "groundcloud-agent", "kube-proxy")
+	}
+}
+
+// logPodTails logs the last lines of the node's log files of the Pods
+// whose directory names contain one of names.
+func logPodTails(t *testing.T, n *cluster.Node, lines int, names ...string) {
+	t.Helper()
+	for _, log := range n.PodLogs() {
+		base := filepath.Base(filepath.Dir(filepath.Dir(log)))
+		if slices.ContainsFunc(names, func(s string) bool { return strings.Contains(base, s) }) {
+			t.Logf("%s: tail of %s:\n%s", n.Name, log, testbed.LogTail(log, lines))
 		}
 	}
 }
