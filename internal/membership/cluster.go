@@ -420,8 +420,12 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 				logger.V(2).Info("Member state not yet gossiped", "err", err)
 			}
 		}
-		if changed || announce {
-			logger.V(2).Info("Owners changed", "owners", cands, "members", peers+1)
+		if changed {
+			// A failover or a take-back: rare, and what an operator looks
+			// for first when an address moved.
+			logger.Info("Owners changed", "owners", cands, "members", peers+1)
+		} else if announce {
+			logger.V(2).Info("New peer", "owners", cands, "members", peers+1)
 		}
 		if changed || announce || gossipChanged {
 			hooks.Sync(announce) // gossip health is reported in status

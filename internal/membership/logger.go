@@ -10,7 +10,9 @@ import (
 
 // newStdLogger routes memberlist's log lines ("[LEVEL] memberlist: ...")
 // to klog: errors and warnings at verbosity 1 (they repeat on every probe
-// while a host is away), informational lines at 2, debug at 4. A line
+// while a host is away), informational lines at the default level (they
+// are memberlist's failure detection at work: a member suspected, a member
+// marked failed, once each per failure), debug at 4. A line
 // saying that a message could not be decrypted is also passed to
 // onDecrypt with the sender's address ("" if the line names none), which
 // counts it and reports it at the default level.
@@ -26,7 +28,7 @@ type logWriter struct {
 func (w logWriter) Write(p []byte) (int, error) {
 	line := bytes.TrimSpace(p)
 	level := 4
-	for prefix, v := range map[string]int{"[ERR]": 1, "[WARN]": 1, "[INFO]": 2, "[DEBUG]": 4} {
+	for prefix, v := range map[string]int{"[ERR]": 1, "[WARN]": 1, "[INFO]": 0, "[DEBUG]": 4} {
 		if bytes.HasPrefix(line, []byte(prefix)) {
 			level = v
 			line = bytes.TrimSpace(line[len(prefix):])
