@@ -195,6 +195,17 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		users = append(users, testbed.User{Name: nodeUser(n.Name), Groups: []string{"system:nodes"}})
 	}
 	c.logf("starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler")
+	// The control plane's processes share the CPU with the nodes as one
+	// more machine would, in a cgroup beside the nodes' (see
+	// controlPlaneCgroup).
+	cg := controlPlaneCgroup(c.Lab.Prefix)
+	if err := createCgroup(cg); err != nil {
+		return err
+	}
+	if err := setCPUWeight(filepath.Dir(cg), len(c.Nodes)+len(c.late)+1); err != nil {
+		return err
+	}
+	c.closers = append(c.closers, func() error { return killCgroup(cg) })
 	cp, err := testbed.Start(ctx, testbed.Options{
 		BinDir:      c.Opts.ToolsDir,
 		Dir:         filepath.Join(c.Opts.Dir, "control-plane"),
@@ -208,6 +219,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		ControllerManager: &testbed.ControllerManagerOptions{ClusterCIDR: c.Opts.ClusterCIDR},
 		Scheduler:         true,
 		Logf:              c.Opts.Logf,
+		Started:           func(pid int) error { return joinCPUCgroup(cg, pid) },
 	})
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, first bool) error {
 			cp.port = port
 			cp.URL = "https://127.0.0.1:" + strconv.Itoa(port)
 		}
-		p, err := startProcess("kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), cp.apiserverArgs(), cp.path(apiserverLogName))
+		p, err := startProcess("kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), cp.apiserverArgs(), cp.path(apiserverLogName), cp.opts.Started)
 		if err != nil {
 			return err
 		}

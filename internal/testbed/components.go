@@ -60,7 +60,7 @@ func (cp *ControlPlane) startComponents() error {
 			return err
 		}
 		p, err := startProcess("kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"),
-			mergeArgs(cp.controllerManagerArgs(kubeconfig, o.ClusterCIDR), o.ExtraArgs), cp.path(controllerLogName))
+			mergeArgs(cp.controllerManagerArgs(kubeconfig, o.ClusterCIDR), o.ExtraArgs), cp.path(controllerLogName), cp.opts.Started)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (cp *ControlPlane) startComponents() error {
 			"--leader-elect=false",
 			"--bind-address=127.0.0.1",
 			"--secure-port=0",
-		}, cp.path(schedulerLogName))
+		}, cp.path(schedulerLogName), cp.opts.Started)
 		if err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 			"--data-dir=" + cp.path("etcd-data"),
 			"--listen-client-url=" + url,
 			"--listen-peer-url=http://127.0.0.1:" + strconv.Itoa(peerPort),
-		}, cp.path(etcdLogName))
+		}, cp.path(etcdLogName), cp.opts.Started)
 		if err != nil {
 			return err
 		}

@@ -55,6 +55,11 @@ type Options struct {
 	Scheduler         bool
 	// Logf receives progress messages; discarded if nil.
 	Logf func(format string, args ...any)
+	// Started, when set, is called with the pid of each process the
+	// control plane starts (restarts included), right after it started; an
+	// error stops that process and fails the start. The real cluster puts
+	// them in a cgroup beside its nodes'.
+	Started func(pid int) error
 
 	// ownServingCert skips the apiserver's self-signed certificate, as if it
 	// had not verified; for tests of that fallback.

@@ -32,7 +32,8 @@ type process struct {
 	err      error // the result of Wait; read only after done is closed
 }
 
-func startProcess(name, bin string, args []string, logPath string) (*process, error) {
+// startProcess starts bin and calls started (when not nil) with its pid.
+func startProcess(name, bin string, args []string, logPath string, started func(int) error) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -59,6 +60,12 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
+	if started != nil {
+		if err := started(cmd.Process.Pid); err != nil {
+			p.stop(0)
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+	}
 	return p, nil
 }
 
