@@ -96,6 +96,9 @@ type Config struct {
 	// Links returns the prefixes of Interface (see LinkPrefixes; nil: the
 	// on-link check is skipped).
 	Links func() ([]netip.Prefix, error)
+	// Backends are the cluster's choices in which Nodes carry traffic
+	// (the zero value: the fixed rules only).
+	Backends backends.Rules
 	// HostLabels are matched against the pools' host selectors (nil: the
 	// labels of the Node named Host, read from the agent's Node informer;
 	// until that Node is seen the host matches only pools that select
@@ -244,7 +247,7 @@ func (a *Agent) onUpdate(old, cur any) {
 // an excluded one changes no load balancer, and a sync costs every
 // LoadBalancer's translation.
 func (a *Agent) onNode(obj any) {
-	if isBackend(obj) || a.isOwnNode(obj) {
+	if isBackend(a.cfg.Backends, obj) || a.isOwnNode(obj) {
 		a.runner.Request()
 	}
 }
@@ -261,8 +264,8 @@ func (a *Agent) isOwnNode(obj any) bool {
 }
 
 // isBackend reports whether obj, a Node or the tombstone of one, is a
-// backend; anything else counts as one.
-func isBackend(obj any) bool {
+// backend by rules; anything else counts as one.
+func isBackend(rules backends.Rules, obj any) bool {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -270,7 +273,7 @@ func isBackend(obj any) bool {
 	if !ok {
 		return true
 	}
-	_, is := backends.Of(n)
+	_, is := rules.Of(n)
 	return is
 }
 
@@ -290,7 +293,7 @@ func (a *Agent) onNodeUpdate(old, cur any) {
 		a.runner.Request()
 		return
 	}
-	if !backends.Same(o, c) {
+	if !a.cfg.Backends.Same(o, c) {
 		a.runner.Request()
 	}
 }
@@ -449,7 +452,7 @@ func (a *Agent) nodeBackends(ctx context.Context) ([]backends.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	list, left := backends.List(nodes)
+	list, left := a.cfg.Backends.List(nodes)
 	if left > 0 {
 		klog.FromContext(ctx).Error(nil, "More nodes may carry traffic than a load balancer sends to; the first by name are used",
 			"limit", backends.Max, "leftOut", left)

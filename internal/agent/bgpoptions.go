@@ -74,10 +74,8 @@ func (o *Options) hostLabels() (HostLabels, error) {
 	return nil, nil
 }
 
-// speaker builds the BGP speaker when the cloud-config has peers that
-// select this host (nil, nil when none does). Peers are chosen once, with
-// the host's labels at start.
-func (o *Options) speaker(ctx context.Context, cs kubernetes.Interface, rec record.EventRecorder) (*bgp.Speaker, error) {
+// cloudConfig reads --cloud-config (nil, nil without one).
+func (o *Options) cloudConfig() (*config.Config, error) {
 	if o.BGP.CloudConfig == "" {
 		return nil, nil
 	}
@@ -85,9 +83,15 @@ func (o *Options) speaker(ctx context.Context, cs kubernetes.Interface, rec reco
 	if err != nil {
 		return nil, fmt.Errorf("--cloud-config: %w", err)
 	}
-	cfg, err := config.Parse(o.BGP.CloudConfig, data)
-	if err != nil {
-		return nil, err
+	return config.Parse(o.BGP.CloudConfig, data)
+}
+
+// speaker builds the BGP speaker when the cloud-config cfg has peers that
+// select this host (nil, nil when none does or cfg is nil). Peers are
+// chosen once, with the host's labels at start.
+func (o *Options) speaker(ctx context.Context, cs kubernetes.Interface, cfg *config.Config, rec record.EventRecorder) (*bgp.Speaker, error) {
+	if cfg == nil {
+		return nil, nil
 	}
 	host, err := o.startLabels(ctx, cs)
 	if err != nil {

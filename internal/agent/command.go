@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/knftables"
 
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubeconfig"
@@ -155,7 +156,7 @@ func NewCommand() *cobra.Command {
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address")
 	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
 	o.Membership.AddFlags(fs)
-	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to; empty: no BGP")
+	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to, and with [Routes] (node-routers = true) a Node carries traffic once its groundcloud-router reports its pod routes; empty: no BGP, and Nodes are not waited for")
 	fs.StringVar(&o.BGP.RouterID, "bgp-router-id", o.BGP.RouterID, "BGP identifier of this host, an IPv4 address (default: the first IPv4 address of --interface)")
 	fs.DurationVar(&o.BGP.WithdrawWait, "bgp-withdraw-wait", o.BGP.WithdrawWait, "on a stop, how long the host keeps forwarding after withdrawing its routes, while the routers move the traffic away")
 	fs.StringVar(&o.BGP.HostLabels, "host-labels", o.BGP.HostLabels, "this host's labels for the pools' and BGP peers' host selectors, key=value,...; empty: the labels of the Node named --host-name")
@@ -206,9 +207,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	speaker, err := o.speaker(ctx, cs, own.Events)
+	cc, err := o.cloudConfig()
 	if err != nil {
 		return err
+	}
+	speaker, err := o.speaker(ctx, cs, cc, own.Events)
+	if err != nil {
+		return err
+	}
+	rules := backends.Rules{WaitForPodRoutes: cc != nil && cc.Routes.WaitForNodeRouters()}
+	if rules.WaitForPodRoutes {
+		logger.Info("A Node carries traffic once groundcloud-router on it reports its pod routes", "condition", backends.ConditionPodRoutes)
 	}
 	labels, err := o.hostLabels()
 	if err != nil {
@@ -232,6 +241,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Interface:     o.Interface,
 		Links:         func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
 		HostLabels:    labels,
+		Backends:      rules,
 	})
 	if speaker != nil {
 		a.cfg.Announcer, a.cfg.BGP = speaker, speaker

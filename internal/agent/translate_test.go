@@ -315,19 +315,24 @@ func TestIsBackend(t *testing.T) {
 	backend := nodeObjects(node("node-1", "192.0.2.11"))[0].(*corev1.Node)
 	tainted := backend.DeepCopy()
 	tainted.Spec.Taints = []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule}}
+	routed := backend.DeepCopy()
+	routed.Status.Conditions = []corev1.NodeCondition{{Type: backends.ConditionPodRoutes, Status: corev1.ConditionTrue}}
 	for _, tc := range []struct {
-		name string
-		obj  any
-		want bool
+		name  string
+		rules backends.Rules
+		obj   any
+		want  bool
 	}{
 		{name: "a backend", obj: backend, want: true},
 		{name: "a node not initialised yet", obj: tainted},
 		{name: "the tombstone of a backend", obj: cache.DeletedFinalStateUnknown{Key: "node-1", Obj: backend}, want: true},
 		{name: "the tombstone of another node", obj: cache.DeletedFinalStateUnknown{Key: "node-1", Obj: tainted}},
 		{name: "a tombstone without its object", obj: cache.DeletedFinalStateUnknown{Key: "node-1"}, want: true},
+		{name: "waiting for pod routes the router has not reported", rules: backends.Rules{WaitForPodRoutes: true}, obj: backend},
+		{name: "waiting for pod routes the router reported", rules: backends.Rules{WaitForPodRoutes: true}, obj: routed, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isBackend(tc.obj); got != tc.want {
+			if got := isBackend(tc.rules, tc.obj); got != tc.want {
 				t.Errorf("isBackend = %v, want %v", got, tc.want)
 			}
 		})

@@ -33,12 +33,27 @@ func (b Backend) Equal(o Backend) bool {
 	return b.Name == o.Name && slices.Equal(b.Addrs, o.Addrs)
 }
 
+// ConditionPodRoutes is the Node condition groundcloud-router writes on
+// its own Node: True once the routes to the other Nodes' pod CIDRs are in
+// its kernel, False (with the reason) while some are not.
+const ConditionPodRoutes v1.NodeConditionType = "groundcloud.io/PodRoutes"
+
+// Rules are the cluster's choices Of applies besides its fixed rules.
+type Rules struct {
+	// WaitForPodRoutes: groundcloud-router runs on every Node, and a Node
+	// is a backend only once its router reports its pod routes programmed
+	// (ConditionPodRoutes True). A Node that just joined would otherwise
+	// get connections as soon as its kube-proxy answers, and kube-proxy
+	// sends some of them to pods on other Nodes it has no route to yet.
+	WaitForPodRoutes bool
+}
+
 // List returns the nodes that are backends (see Of), sorted by name, at
 // most Max of them, and how many were left out beyond Max.
-func List(nodes []*v1.Node) ([]Backend, int) {
+func (r Rules) List(nodes []*v1.Node) ([]Backend, int) {
 	out := make([]Backend, 0, len(nodes))
 	for _, n := range nodes {
-		if b, ok := Of(n); ok {
+		if b, ok := r.Of(n); ok {
 			out = append(out, b)
 		}
 	}
@@ -57,11 +72,13 @@ func List(nodes []*v1.Node) ([]Backend, int) {
 // cloud-node controller writes them (from the inventory, or what kubelet
 // reported).
 //
+// With WaitForPodRoutes, its router must also report its pod routes.
+//
 // Readiness is not a rule, as upstream since Kubernetes 1.27 (KEP-3458):
 // health checks decide which backends get traffic, and a NotReady node
 // often still forwards.
-func Of(n *v1.Node) (Backend, bool) {
-	if !Eligible(n) {
+func (r Rules) Of(n *v1.Node) (Backend, bool) {
+	if !Eligible(n) || r.WaitForPodRoutes && !PodRoutes(n) {
 		return Backend{}, false
 	}
 	addrs := Addresses(n.Status.Addresses)
@@ -73,9 +90,9 @@ func Of(n *v1.Node) (Backend, bool) {
 
 // Same reports whether Of gives the same answer for a and b: a Node update
 // for which it is true changes no load balancer.
-func Same(a, b *v1.Node) bool {
-	ba, oka := Of(a)
-	bb, okb := Of(b)
+func (r Rules) Same(a, b *v1.Node) bool {
+	ba, oka := r.Of(a)
+	bb, okb := r.Of(b)
 	return oka == okb && ba.Equal(bb)
 }
 
@@ -90,6 +107,16 @@ func Eligible(n *v1.Node) bool {
 		}
 	}
 	return true
+}
+
+// PodRoutes reports whether n's router says its pod routes are programmed.
+func PodRoutes(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == ConditionPodRoutes {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Excluded applies node.kubernetes.io/exclude-from-external-load-balancers

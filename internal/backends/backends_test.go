@@ -32,6 +32,12 @@ func withTaint(key string) func(*v1.Node) {
 	}
 }
 
+func withPodRoutes(st v1.ConditionStatus) func(*v1.Node) {
+	return func(n *v1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: ConditionPodRoutes, Status: st, LastHeartbeatTime: metav1.Now()})
+	}
+}
+
 func withLabel(k, v string) func(*v1.Node) {
 	return func(n *v1.Node) { n.Labels[k] = v }
 }
@@ -46,10 +52,12 @@ func addrs(s ...string) []netip.Addr {
 
 func TestOf(t *testing.T) {
 	internal := withAddr(v1.NodeInternalIP, "192.0.2.11")
+	wait := Rules{WaitForPodRoutes: true}
 	for _, tc := range []struct {
-		name string
-		node *v1.Node
-		want []netip.Addr // nil: not a backend
+		name  string
+		rules Rules
+		node  *v1.Node
+		want  []netip.Addr // nil: not a backend
 	}{
 		{name: "initialised with an InternalIP", node: newNode("n", internal), want: addrs("192.0.2.11")},
 		{name: "one InternalIP per family, ExternalIPs ignored", node: newNode("n",
@@ -71,11 +79,16 @@ func TestOf(t *testing.T) {
 		{name: "NotReady is still a backend", node: newNode("n", internal, func(n *v1.Node) {
 			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}}
 		}), want: addrs("192.0.2.11")},
+		{name: "pod routes not waited for", node: newNode("n", internal, withPodRoutes(v1.ConditionFalse)), want: addrs("192.0.2.11")},
+		{name: "waiting: routes reported", rules: wait, node: newNode("n", internal, withPodRoutes(v1.ConditionTrue)), want: addrs("192.0.2.11")},
+		{name: "waiting: router has not reported yet", rules: wait, node: newNode("n", internal)},
+		{name: "waiting: some routes not programmed", rules: wait, node: newNode("n", internal, withPodRoutes(v1.ConditionFalse))},
+		{name: "waiting: unknown", rules: wait, node: newNode("n", internal, withPodRoutes(v1.ConditionUnknown))},
 		{name: "no address yet", node: newNode("n")},
 		{name: "only a hostname", node: newNode("n", withAddr(v1.NodeHostName, "n"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, ok := Of(tc.node)
+			b, ok := tc.rules.Of(tc.node)
 			if ok != (tc.want != nil) {
 				t.Fatalf("Of: backend %v, want %v", ok, tc.want != nil)
 			}
@@ -95,7 +108,7 @@ func TestListSortsAndCaps(t *testing.T) {
 		nodes = append(nodes, newNode(fmt.Sprintf("n%05d", i), withAddr(v1.NodeInternalIP, "192.0.2.1")))
 	}
 	nodes = append(nodes, newNode("uninitialised", withTaint(cloudapi.TaintExternalCloudProvider)))
-	got, left := List(nodes)
+	got, left := Rules{}.List(nodes)
 	if len(got) != Max || left != 2 {
 		t.Fatalf("List: %d backends, %d left out; want %d, 2", len(got), left, Max)
 	}
@@ -107,9 +120,10 @@ func TestListSortsAndCaps(t *testing.T) {
 func TestSame(t *testing.T) {
 	base := newNode("n", withAddr(v1.NodeInternalIP, "192.0.2.11"))
 	for _, tc := range []struct {
-		name string
-		mod  func(*v1.Node)
-		same bool
+		name  string
+		rules Rules
+		mod   func(*v1.Node)
+		same  bool
 	}{
 		{name: "a heartbeat", mod: func(n *v1.Node) {
 			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
@@ -119,11 +133,13 @@ func TestSame(t *testing.T) {
 		{name: "second family", mod: withAddr(v1.NodeInternalIP, "2001:db8::11")},
 		{name: "excluded", mod: withLabel(v1.LabelNodeExcludeBalancers, "")},
 		{name: "autoscaler taint", mod: withTaint(ToBeDeletedTaint)},
+		{name: "pod routes reported, not waited for", mod: withPodRoutes(v1.ConditionTrue), same: true},
+		{name: "pod routes reported", rules: Rules{WaitForPodRoutes: true}, mod: withPodRoutes(v1.ConditionTrue)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := base.DeepCopy()
 			tc.mod(n)
-			if got := Same(base, n); got != tc.same {
+			if got := tc.rules.Same(base, n); got != tc.same {
 				t.Errorf("Same = %v, want %v", got, tc.same)
 			}
 		})
@@ -136,7 +152,8 @@ func TestTransformKeepsWhatOfReads(t *testing.T) {
 			n.UID, n.ResourceVersion = "uid-1", "42"
 			n.Annotations = map[string]string{"big": "annotation"}
 			n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue},
+				{Type: ConditionPodRoutes, Status: v1.ConditionTrue, Reason: "Programmed", LastHeartbeatTime: metav1.Now()}}
 			n.Status.Images = []v1.ContainerImage{{Names: []string{"pause"}, SizeBytes: 1}}
 			n.Status.NodeInfo.KubeletVersion = "v1.37.2"
 		})
@@ -145,12 +162,16 @@ func TestTransformKeepsWhatOfReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := newNode("n", withAddr(v1.NodeInternalIP, "192.0.2.11"), withAddr(v1.NodeInternalIP, "2001:db8::11"),
-		withLabel("zone", "a"), withTaint("dedicated"), func(n *v1.Node) { n.UID, n.ResourceVersion = "uid-1", "42" })
+		withLabel("zone", "a"), withTaint("dedicated"), func(n *v1.Node) {
+			n.UID, n.ResourceVersion = "uid-1", "42"
+			n.Status.Conditions = []v1.NodeCondition{{Type: ConditionPodRoutes, Status: v1.ConditionTrue, Reason: "Programmed"}}
+		})
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Transform (-want +got):\n%s", diff)
 	}
-	b1, ok1 := Of(full)
-	b2, ok2 := Of(got.(*v1.Node))
+	wait := Rules{WaitForPodRoutes: true}
+	b1, ok1 := wait.Of(full)
+	b2, ok2 := wait.Of(got.(*v1.Node))
 	if !ok1 || !ok2 || !b1.Equal(b2) {
 		t.Errorf("Of after Transform = %v %v, before %v %v", b2, ok2, b1, ok1)
 	}

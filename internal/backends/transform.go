@@ -10,8 +10,9 @@ var _ cache.TransformFunc = Transform
 
 // Transform is a cache.TransformFunc for Node informers whose readers only
 // apply Of (and read a Node's name and labels): it keeps the name,
-// resourceVersion, labels, deletion timestamp, providerID, taints and
-// addresses, and drops the rest (managedFields, annotations, images,
+// resourceVersion, labels, deletion timestamp, providerID, taints,
+// addresses and the ConditionPodRoutes condition (without its heartbeat
+// time), and drops the rest (managedFields, annotations, images, other
 // conditions, capacity, daemon endpoints, node info), which is most of a
 // Node and changes with every kubelet status report. Other objects pass
 // unchanged.
@@ -30,6 +31,18 @@ func Transform(obj any) (any, error) {
 			DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec:   v1.NodeSpec{ProviderID: n.Spec.ProviderID, Taints: n.Spec.Taints},
-		Status: v1.NodeStatus{Addresses: n.Status.Addresses},
+		Status: v1.NodeStatus{Addresses: n.Status.Addresses, Conditions: podRoutes(n.Status.Conditions)},
 	}, nil
+}
+
+// podRoutes is the ConditionPodRoutes condition of conds, without its
+// heartbeat time; nil if there is none.
+func podRoutes(conds []v1.NodeCondition) []v1.NodeCondition {
+	for _, c := range conds {
+		if c.Type == ConditionPodRoutes {
+			c.LastHeartbeatTime = metav1.Time{}
+			return []v1.NodeCondition{c}
+		}
+	}
+	return nil
 }

@@ -106,7 +106,15 @@ const (
 // Routes is the [Routes] section.
 type Routes struct {
 	Enabled bool // the provider offers the Routes interface
+	// NodeRouters: groundcloud-router runs on every Node, which is a
+	// load-balancer backend only once its router reports its routes.
+	NodeRouters bool
 }
+
+// WaitForNodeRouters reports whether a Node is a load-balancer backend only
+// once groundcloud-router on it reports its routes: pod routes are on and
+// routers run on the Nodes.
+func (r Routes) WaitForNodeRouters() bool { return r.Enabled && r.NodeRouters }
 
 // Machine returns the machine of the given name.
 func (c *Config) Machine(name string) (*Machine, bool) {

@@ -265,6 +265,15 @@ var baseKeys = []keySpec{
 		doc: "Whether the provider offers the Routes interface: the route controller then writes a `Route` object " +
 			"for each pod CIDR of each Node, routed to that Node's address. `false` keeps the section but turns pod routes off.",
 	},
+	{
+		section: routesSection, name: "node-routers", dflt: "true",
+		value: assign(boolValue, func(t *target) *bool { return &t.routes.NodeRouters }),
+		doc: "Whether groundcloud-router runs on every Node (`deploy/router/`). Then a Node carries load-balancer " +
+			"traffic only once its router reports the routes to the other Nodes' pods programmed (Node condition " +
+			"`groundcloud.io/PodRoutes` True), so that a joining Node gets no connection it cannot forward yet. " +
+			"`false` when only gateways run the router (`--placement=gateway`) and Nodes never report. Read by the " +
+			"agents, with `enabled`; ignored when pod routes are off.",
+	},
 }
 
 // target is what the entries of one section are decoded into.

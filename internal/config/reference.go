@@ -163,4 +163,5 @@ hosts = example.net/rack=a
 
 [Routes]
 enabled = true
+node-routers = true       ; groundcloud-router on every Node (deploy/router/)
 `

@@ -76,6 +76,7 @@ var allowed = map[string]map[resource]grant{
 	"groundcloud-router": {
 		{"groundcloud.io", "routes"}:        {verbs: []string{"list", "watch"}},
 		{"groundcloud.io", "routes/status"}: {verbs: []string{"patch"}},
+		{"", "nodes/status"}:                {verbs: []string{"patch"}},
 	},
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -45,6 +46,7 @@ type Router struct {
 	client   *routes.Client
 	informer cache.SharedIndexInformer
 	runner   *dataplane.Runner
+	nodeCond *corev1.NodeCondition // last written on this host's Node (PlacementNode)
 }
 
 // New builds a router; it starts nothing.
@@ -77,6 +79,9 @@ func (r *Router) Run(ctx context.Context) error {
 	logger.Info("Router stopped; routes stay in the kernel")
 	return nil
 }
+
+// nodeRetry is how soon a failed write of the Node's condition is retried.
+const nodeRetry = 5 * time.Second
 
 // onUpdate ignores updates that leave the spec alone: status writes (ours
 // among them) and resyncs.
@@ -115,6 +120,19 @@ func (r *Router) sync(ctx context.Context) error {
 		reports[p.Name] = report{Reason: p.Reason, Message: p.Message}
 	}
 	r.report(ctx, objs, reports)
+	if r.cfg.Placement == PlacementNode {
+		c := podRoutes(wants, failed)
+		if c.Status != corev1.ConditionTrue && !sameCondition(r.nodeCond, &c) {
+			logger.Info("Pod routes not all programmed; load balancers that wait for them (cloud-config [Routes] node-routers) leave this Node out until they are", "message", c.Message)
+		}
+		// A Node whose load balancers wait for this condition gets no
+		// traffic until it is written: a failed write is retried soon,
+		// not only at the next full check.
+		if err := r.reportNode(ctx, c); err != nil {
+			logger.Error(err, "Cannot report this Node's pod routes; retrying", "after", nodeRetry)
+			time.AfterFunc(nodeRetry, r.runner.Request)
+		}
+	}
 	// Failures are reported per Route and retried at the next full check;
 	// they do not make the runner retry at once.
 	return nil

@@ -87,6 +87,7 @@ func TestCluster(t *testing.T) {
 	withWeb("load-balancer host is a Node", func(t *testing.T, s *lbScenario) { checkHostAsNode(t, c, dyn, s) })
 	withWeb("UDP", func(t *testing.T, s *lbScenario) { checkUDP(t, c, s) })
 	withWeb("pod routes", func(t *testing.T, s *lbScenario) { checkPodRoutes(t, c, s) })
+	withWeb("a node without its pod routes carries no traffic", func(t *testing.T, s *lbScenario) { checkRoutesMissing(t, c, s) })
 	withWeb("node drained by kube-proxy's health", func(t *testing.T, s *lbScenario) { checkDrainedNode(t, c, s) })
 	withWeb("node excluded by label", func(t *testing.T, s *lbScenario) { checkExcludedNode(t, c, s) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { checkLocalPolicy(t, c) })

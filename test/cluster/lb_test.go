@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/echo"
 	"github.com/groundcloud/groundcloud/internal/lab"
@@ -448,15 +449,12 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node stri
 	// once it has the Pod's endpoints.
 	expectOnlyWithin(t, client, url(s.vip(t, false)), node, 4*time.Minute)
 
-	// The agents send the new node connections as soon as its kube-proxy
-	// answers /healthz, which can be before groundcloud-router on it has
-	// programmed the routes to the other nodes' Pods: once, 2 of 32
-	// connections through the Cluster Service failed with "network is
-	// unreachable" right after the join. Not yet fixed (the router would
-	// have to report when its routes are in place and the backends rule to
-	// wait for it); this check waits for the routes, then wants every
-	// connection answered and some by the new node.
-	waitPodNetwork(t, c, web)
+	// The agents send the new node connections once groundcloud-router on
+	// it reports the routes to the other nodes' Pods programmed (its
+	// Node's groundcloud.io/PodRoutes) and its kube-proxy answers
+	// /healthz: every connection is answered from the join on. Before the
+	// agents waited for the routes, 2 of 32 connections here once failed
+	// with "network is unreachable" (checkRoutesMissing shows the rule).
 	r := newReceivers(t, c)
 	var got map[string]int
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -1183,5 +1181,88 @@ func moveTo(ctx context.Context, t *testing.T, c *cluster.Cluster, name, node st
 	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:%q}}}}}`, corev1.LabelHostname, node)
 	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkRoutesMissing: a node whose groundcloud-router cannot program its
+// routes to the other nodes' pods (here someone else's blackhole routes to
+// their IPv4 pod CIDRs, as a joining node has none yet) says so on its
+// Node (groundcloud.io/PodRoutes False), and the agents leave it out:
+// every connection through the address is answered, none through that
+// node, although its kube-proxy answers /healthz. Once the blackholes are
+// gone its router's next full check puts the routes back, and it carries
+// traffic again. Without the agents' wait, the connections that its
+// kube-proxy sends to a Pod elsewhere fail.
+func checkRoutesMissing(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+	ctx := t.Context()
+	const node = "node-2"
+	h := c.Node(node).Host
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cidrs []string
+	for _, n := range nodes.Items {
+		for _, p := range n.Spec.PodCIDRs {
+			if n.Name != node && netip.MustParsePrefix(p).Addr().Is4() {
+				cidrs = append(cidrs, p)
+			}
+		}
+	}
+	ipRoute := func(args ...string) error {
+		out, err := h.Command(context.Background(), "ip", append([]string{"route"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip route %s on %s: %v: %s", strings.Join(args, " "), node, err, out)
+		}
+		return nil
+	}
+	restore := func() {
+		for _, p := range cidrs {
+			_ = ipRoute("del", "blackhole", p, "proto", "static")
+		}
+	}
+	t.Cleanup(restore)
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	u := url(s.vip(t, false))
+	untilSpread(t, client, r, u, node+" a backend", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
+	for _, p := range cidrs {
+		if err := ipRoute("del", p); err != nil {
+			t.Fatal(err)
+		}
+		if err := ipRoute("add", "blackhole", p, "proto", "static"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := time.Now()
+	// The router finds out at its next full check (--max-sync-interval).
+	waitPodRoutesCondition(t, c, node, corev1.ConditionFalse)
+	t.Logf("%s reported its routes missing %s after they were replaced", node, time.Since(broken).Round(time.Millisecond))
+	untilSpread(t, client, r, u, node+" without pod routes", func(got map[string]int) bool { return got[node] == 0 && got["error"] == 0 })
+	restore()
+	waitPodRoutesCondition(t, c, node, corev1.ConditionTrue)
+	untilSpread(t, client, r, u, node+" with its pod routes back", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
+}
+
+// waitPodRoutesCondition waits until node's groundcloud.io/PodRoutes
+// condition has status.
+func waitPodRoutesCondition(t *testing.T, c *cluster.Cluster, node string, status corev1.ConditionStatus) {
+	t.Helper()
+	var last []corev1.NodeCondition
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n.Status.Conditions
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == backends.ConditionPodRoutes {
+				return cond.Status == status, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %s never %s; conditions %+v", node, backends.ConditionPodRoutes, status, last)
 	}
 }

@@ -26,9 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -107,6 +109,9 @@ func TestPodRoutes(t *testing.T) {
 		env.waitKernelRoutes(t, h, env.expectedRoutes(h, pods))
 	}
 	env.waitStatus(t, append(slices.Clone(nodes), gw))
+	for _, n := range nodes {
+		waitPodRoutes(t, env.Client, n.Name, v1.ConditionTrue, "4 routes") // two nodes, two families
+	}
 	t.Logf("routes programmed everywhere %s after the pod CIDRs were set", time.Since(setup).Round(time.Millisecond))
 
 	// Pod to pod, directly: the server sees the client pod's address.
@@ -155,7 +160,43 @@ func TestPodRoutes(t *testing.T) {
 	for _, dst := range []netip.Addr{pods[1].addr4, pods[1].addr6} {
 		expectPeer(t, pods[0].netns, dst, "pod-2", pods[0].addrOf(dst))
 	}
+
+	// A route node 1's router cannot program (someone else's to the same
+	// destination): its Node says so, and says so no more once that route
+	// is gone. The agents keep such a Node out of the load balancers.
+	stopRouter := func() {
+		p := env.routers[nodes[0].Name]
+		if err := syscall.Kill(-p.Pid(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-p.Done()
+	}
+	stopRouter()
+	blocked := pods[1].cidr6.String()
+	ip(t, nodes[0].Netns, "-6", "route", "del", blocked)
+	ip(t, nodes[0].Netns, "-6", "route", "add", "blackhole", blocked, "proto", "static")
+	env.startRouter(t, nodes[0], "--placement=node", "--node-name="+nodes[0].Name)
+	waitPodRoutes(t, env.Client, nodes[0].Name, v1.ConditionFalse, "1 of 2 routes to other nodes' pods not programmed: "+blocked)
+	stopRouter()
+	ip(t, nodes[0].Netns, "-6", "route", "del", "blackhole", blocked, "proto", "static")
+	env.startRouter(t, nodes[0], "--placement=node", "--node-name="+nodes[0].Name)
+	waitPodRoutes(t, env.Client, nodes[0].Name, v1.ConditionTrue, "2 routes")
+	expectPeer(t, pods[0].netns, pods[1].addr6, "pod-2", pods[0].addrOf(pods[1].addr6))
 	t.Logf("TestPodRoutes took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// waitPodRoutes waits until the Node's groundcloud.io/PodRoutes condition,
+// which its router writes, has status and a message containing msg.
+func waitPodRoutes(t *testing.T, c kubernetes.Interface, node string, status v1.ConditionStatus, msg string) {
+	t.Helper()
+	waitNode(t, c, node, fmt.Sprintf("%s=%s (%q)", backends.ConditionPodRoutes, status, msg), func(n *v1.Node) bool {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == backends.ConditionPodRoutes {
+				return cond.Status == status && strings.Contains(cond.Message, msg)
+			}
+		}
+		return false
+	})
 }
 
 // routesEnv is the sandbox plus routers.
@@ -687,6 +728,7 @@ var (
 	routerRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"groundcloud.io"}, Resources: []string{"routes"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"groundcloud.io"}, Resources: []string{"routes/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 	}
 	controllerManagerRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"groundcloud.io"}, Resources: []string{"routes"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
