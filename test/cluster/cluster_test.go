@@ -92,6 +92,7 @@ func TestCluster(t *testing.T) {
 	withWeb("node excluded by label", func(t *testing.T, s *lbScenario) { checkExcludedNode(t, c, s) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { checkLocalPolicy(t, c) })
 	t.Run("a new Local Service answered from its first connection and across agent restarts", func(t *testing.T) { checkLocalFromTheStart(t, c) })
+	t.Run("a Service switched from Cluster to Local", func(t *testing.T) { checkLocalSwitch(t, c, dyn) })
 	t.Run("source ranges", func(t *testing.T) { checkSourceRanges(t, c) })
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })

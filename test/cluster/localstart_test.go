@@ -3,14 +3,18 @@ package clustertest
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
 
 // checkLocalFromTheStart: a new Local Service whose only Pod runs on
@@ -22,9 +26,9 @@ import (
 // failed connections. A client dials the requested address from before the
 // Service exists; from its first answer on, 200 connections in a row must
 // each be answered by node-2's Pod. Then both agents are killed at once
-// (checkLocalAcrossAgentRestarts). (test/e2e TestLocalTrafficFromTheStart
-// checks a clean agent stop and a switch from Cluster to Local on simulated
-// nodes, which answer where a real kube-proxy drops.)
+// (checkLocalAcrossAgentRestarts). The switch from Cluster to Local is
+// checkLocalSwitch. (test/e2e TestLocalTrafficFromTheStart also checks a
+// clean agent stop on simulated nodes.)
 func checkLocalFromTheStart(t *testing.T, c *cluster.Cluster) {
 	const node, want = "node-2", 200
 	// Requested, so that the client can dial it before it exists; near the
@@ -165,4 +169,127 @@ func checkLocalAcrossAgentRestarts(t *testing.T, c *cluster.Cluster, addr netip.
 		t.Errorf("answers by node %v, want all from %s", answers, node)
 	}
 	t.Logf("while both agents were killed and restarted: %d connections through %s, answers by node %v", total, addr, answers)
+}
+
+// checkLocalSwitch: a Service whose only Pod runs on node-2 switches from
+// externalTrafficPolicy Cluster (every node forwards to the Pod) to Local.
+// kube-proxy on the other nodes starts dropping on its own schedule, while
+// the agents keep sending to every node until they have probed the new
+// healthCheckNodePort: the connections that fail in between are measured
+// and logged, not bounded (they depend on both components' timing). Once
+// every load-balancer host reports the Local generation programmed, 200
+// connections in a row must each be answered, which they are only if no
+// node without the Pod gets one.
+func checkLocalSwitch(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
+	ctx := t.Context()
+	const node, name, want = "node-2", "switch", 200
+	vip := c.Opts.Subnet4.Addr().As4()
+	vip[3] = 217 // requested, near the end of the pool, as in checkLocalFromTheStart
+	addr := netip.AddrFrom4(vip)
+	createEcho(t, c, name, 1, map[string]string{corev1.LabelHostname: node})
+	if err := c.WaitDeploymentReady(ctx, echoNS, name); err != nil {
+		t.Fatal(err)
+	}
+	exposeProxy(t, c, name, func(svc *corev1.Service) {
+		svc.Annotations["groundcloud.io/load-balancer-ips"] = addr.String()
+	})
+	r := newReceivers(t, c)
+	client := lbClient(c.Clients["client"])
+	client.Timeout = time.Second
+	untilSpread(t, client, r, url(addr), "Cluster: other nodes forward too", func(got map[string]int) bool {
+		return got["error"] == 0 && len(got) >= 2
+	})
+
+	type attempt struct {
+		start time.Time
+		err   error
+	}
+	var (
+		mu       sync.Mutex
+		attempts []attempt
+	)
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for cctx.Err() == nil {
+			start := time.Now()
+			_, err := get(cctx, client, url(addr))
+			if cctx.Err() != nil {
+				return
+			}
+			mu.Lock()
+			attempts = append(attempts, attempt{start, err})
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+	time.Sleep(time.Second)
+	switched := time.Now()
+	patch := `{"spec":{"externalTrafficPolicy":"Local"}}`
+	if _, err := c.Client.CoreV1().Services(echoNS).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, name)
+		if err != nil || lb.Spec.ExternalTrafficPolicy != string(corev1.ServiceExternalTrafficPolicyLocal) {
+			return false, nil
+		}
+		hosts := 0
+		for _, h := range lb.Status.Hosts {
+			for _, cond := range h.Conditions {
+				if cond.Type == "Programmed" {
+					if cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != lb.Generation {
+						return false, nil
+					}
+					hosts++
+				}
+			}
+		}
+		return hosts == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the Local generation of %s was not programmed by both hosts: %v", name, err)
+	}
+	programmed := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range attempts {
+			if !a.start.Before(programmed) {
+				n++
+			}
+		}
+		return n >= want, nil
+	})
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("fewer than %d connections through %s within 2 minutes of the switch", want, addr)
+	}
+	var during, after []attempt
+	total := 0
+	for _, a := range attempts {
+		switch {
+		case a.start.Before(switched):
+		case a.start.Before(programmed):
+			total++
+			if a.err != nil {
+				during = append(during, a)
+			}
+		case a.err != nil:
+			after = append(after, a)
+		}
+	}
+	if len(during) > 0 {
+		t.Logf("Cluster→Local: %d of %d connections failed while the agents switched (%s after the change; failures from +%s to +%s); first: %v",
+			len(during), total, programmed.Sub(switched).Round(time.Millisecond),
+			during[0].start.Sub(switched).Round(time.Millisecond), during[len(during)-1].start.Sub(switched).Round(time.Millisecond), during[0].err)
+	} else {
+		t.Logf("Cluster→Local: none of %d connections failed while the agents switched (%s after the change)", total, programmed.Sub(switched).Round(time.Millisecond))
+	}
+	if len(after) > 0 {
+		t.Errorf("%d connections failed after both hosts programmed Local; first at +%s: %v", len(after), after[0].start.Sub(programmed).Round(time.Millisecond), after[0].err)
+	}
 }
