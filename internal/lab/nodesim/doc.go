@@ -19,8 +19,10 @@
 // to Local, which count which node answers (a real kube-proxy drops a
 // connection on a node without an endpoint, where nodesim answers it and
 // names the node; TestCluster checks a new Local Service from its first
-// connection and both agents killed at once by failures instead); the scale benchmark's 100 nodes and the full-conntrack
-// failover benchmark (which measures the load-balancer hosts' own tables). The
+// connection, both agents killed at once and the switch from Cluster to
+// Local by failures instead); the scale benchmark's 100 nodes and the
+// full-conntrack failover benchmark (which measures the load-balancer
+// hosts' own tables). The
 // data-plane and failover benchmarks run on the real cluster, and so do
 // the failover tests: three hosts sharing an L2 pool's addresses (an
 // owner's link down and back, the apiserver away) in TestBGP, split brains
