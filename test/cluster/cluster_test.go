@@ -124,6 +124,11 @@ func TestCluster(t *testing.T) {
 		for _, log := range c.Logs() {
 			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
 		}
+		for _, n := range c.Nodes {
+			if n.LoadBalancer {
+				logPodTails(t, n, 80, "groundcloud-agent")
+			}
+		}
 	}
 
 	sb.stop()
