@@ -149,10 +149,6 @@ func (t *NetlinkTable) Watch(ctx context.Context, changed func(), failed func(er
 				return errors.New("link subscription ended")
 			}
 			a := u.Attrs()
-			if u.Header.Type == unix.RTM_DELLINK {
-				delete(up, a.Index) // a pod's veth gone: forget it
-				continue
-			}
 			isUp := a.Flags&net.FlagUp != 0 && a.OperState != netlink.OperDown
 			if isUp && !up[a.Index] {
 				changed()
