@@ -15,8 +15,7 @@
 //   - the kernel shell (NetlinkTable): list, add, replace and delete routes
 //     in the main table, marked with a routing protocol number of our own
 //     (DefaultProtocol) — the only routes it ever lists, changes or
-//     deletes; and it watches the kernel (Watch) for a route of ours
-//     deleted or a link coming up, which make the router sync at once;
+//     deletes;
 //   - the loop (Router) and the per-host status it writes.
 //
 // It must not:

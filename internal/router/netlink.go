@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -112,48 +111,4 @@ func (t *NetlinkTable) route(dst netip.Prefix, via netip.Addr, priority int) *ne
 		r.Gw = via.AsSlice()
 	}
 	return r
-}
-
-// Watch calls changed whenever the kernel may have dropped a route of
-// ours without the router asking: a route of our protocol deleted (by
-// hand, say), or a link that comes up (IPv4 flushes the routes through a
-// link that goes down without telling anyone, and they stay gone when it
-// is back). It returns when ctx ends, or at once with an error if the
-// kernel refuses the subscriptions; the router's periodic full check
-// covers what it would have seen.
-func (t *NetlinkTable) Watch(ctx context.Context, changed func(), failed func(error)) error {
-	routes := make(chan netlink.RouteUpdate, 64)
-	links := make(chan netlink.LinkUpdate, 64)
-	done := make(chan struct{})
-	defer close(done)
-	if err := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{ErrorCallback: failed}); err != nil {
-		return fmt.Errorf("subscribe to route changes: %w", err)
-	}
-	if err := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{ErrorCallback: failed}); err != nil {
-		return fmt.Errorf("subscribe to link changes: %w", err)
-	}
-	up := map[int]bool{} // by link index: up when last seen
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case u, ok := <-routes:
-			if !ok {
-				return errors.New("route subscription ended")
-			}
-			if u.Type == unix.RTM_DELROUTE && u.Protocol == t.protocol {
-				changed()
-			}
-		case u, ok := <-links:
-			if !ok {
-				return errors.New("link subscription ended")
-			}
-			a := u.Attrs()
-			isUp := a.Flags&net.FlagUp != 0 && a.OperState != netlink.OperDown
-			if isUp && !up[a.Index] {
-				changed()
-			}
-			up[a.Index] = isUp
-		}
-	}
 }

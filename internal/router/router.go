@@ -28,15 +28,6 @@ type Table interface {
 	Apply(Plan) map[netip.Prefix]error
 }
 
-// Watcher is a Table that can tell when the kernel may have dropped one of
-// its routes by itself; the router then syncs at once instead of at its
-// next full check. *NetlinkTable implements it.
-type Watcher interface {
-	// Watch calls changed on each such event until ctx ends; failed
-	// receives errors that do not end it.
-	Watch(ctx context.Context, changed func(), failed func(error)) error
-}
-
 // Config is what a Router needs; every field but NodeName is required
 // (NodeName is required for PlacementNode).
 type Config struct {
@@ -84,14 +75,6 @@ func (r *Router) Run(ctx context.Context) error {
 		return nil // stopped before the first list: nothing was changed
 	}
 	logger.Info("Router running", "placement", r.cfg.Placement, "node", r.cfg.NodeName)
-	if w, ok := r.cfg.Table.(Watcher); ok {
-		wg.Go(func() {
-			failed := func(err error) { logger.Error(err, "Watching the kernel's routes and links") }
-			if err := w.Watch(ctx, r.runner.Request, failed); err != nil {
-				logger.Error(err, "Not watching the kernel's routes and links: a route it drops comes back at the next full check", "within", r.cfg.MaxSync)
-			}
-		})
-	}
 	r.runner.Run(ctx)
 	logger.Info("Router stopped; routes stay in the kernel")
 	return nil
@@ -150,8 +133,6 @@ func (r *Router) sync(ctx context.Context) error {
 			time.AfterFunc(nodeRetry, r.runner.Request)
 		}
 	}
-	logger.V(2).Info("Synced routes", "routes", len(wants), "added", len(plan.Add), "replaced", len(plan.Replace),
-		"deleted", len(plan.Delete), "failed", len(failed))
 	// Failures are reported per Route and retried at the next full check;
 	// they do not make the runner retry at once.
 	return nil

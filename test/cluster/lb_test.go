@@ -1128,7 +1128,7 @@ func deployOnWorkers(t *testing.T, c *cluster.Cluster, name string) *lbScenario 
 
 // waitPodNetwork waits until every node reaches every Pod of s on another
 // node: after a link comes back, the routes through it are gone until
-// groundcloud-router, woken by the link, puts the pod routes back.
+// groundcloud-router's next full check puts the pod routes back.
 func waitPodNetwork(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	t.Helper()
 	var last error
