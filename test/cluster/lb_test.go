@@ -1226,8 +1226,8 @@ func checkRoutesMissing(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	client := lbClient(c.Clients["client"])
 	u := url(s.vip(t, false))
 	untilSpread(t, client, r, u, node+" a backend", func(got map[string]int) bool { return got[node] > 0 && got["error"] == 0 })
-	// Replaced in one step: a route of ours deleted alone would be back at
-	// once (the router watches for that).
+	// Replaced in one step, so that no sync of the router can put its own
+	// route back in between.
 	for _, p := range cidrs {
 		if err := ipRoute("replace", "blackhole", p, "proto", "static"); err != nil {
 			t.Fatal(err)
