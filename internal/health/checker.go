@@ -2,8 +2,10 @@ package health
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -41,8 +43,13 @@ type Checker struct {
 type entry struct {
 	status   status
 	next     time.Time // next probe; zero until the scheduler first sees the entry
+	first    time.Time // when its first probe was sent
 	inFlight bool
 }
+
+// notListeningRetries: a new target whose port refuses the connection is
+// probed again this many times per interval (see record).
+const notListeningRetries = 8
 
 type job struct {
 	target Target
@@ -76,7 +83,9 @@ func newChecker(opts Options, onChange func(), prober Prober, clk clock.Clock, j
 
 // SetTargets makes ts the set of probed targets; duplicates count once. A new
 // target starts Unknown and is probed at once (as soon as a worker is
-// free); its first result decides its state. A removed target stops being
+// free); its first result decides its state, except a refused connection
+// within one interval of the first probe: the target stays Unknown and is
+// probed again an eighth of an interval later. A removed target stops being
 // probed and its state is forgotten, without a call to onChange. Before
 // Run, it only records.
 func (c *Checker) SetTargets(ts []Target) {
@@ -211,6 +220,7 @@ func (c *Checker) due() ([]job, time.Duration) {
 			// The first probe runs at once; the second comes a jittered
 			// interval later (one on average), so that targets added
 			// together are not probed in step ever after.
+			e.first = now
 			e.next = now.Add(c.opts.Interval/2 + c.jitter(c.opts.Interval))
 		} else {
 			e.next = now.Add(c.opts.Interval)
@@ -279,6 +289,21 @@ func (c *Checker) record(ctx context.Context, j job, err error) {
 	e := j.entry
 	e.inFlight = false
 	old := e.status.State()
+	if now := c.clock.Now(); old == Unknown && notListening(err) && now.Sub(e.first) < c.opts.Interval {
+		// Nothing listens on the port yet. For a healthCheckNodePort just
+		// allocated (a Service created or switched to Local) that is
+		// kube-proxy not having synced the Service, which says nothing
+		// of the node's Pods: the target stays Unknown and is probed
+		// again soon, for one interval; then a refusal counts.
+		e.next = now.Add(c.opts.Interval / notListeningRetries)
+		wake := c.waitingUntil.IsZero() || e.next.Before(c.waitingUntil)
+		c.mu.Unlock()
+		if wake {
+			signal(c.wake)
+		}
+		klog.FromContext(ctx).V(4).Info("Health check target not listening yet", "target", j.target.String(), "err", err)
+		return
+	}
 	changed := e.status.Observe(err == nil)
 	state := e.status.State()
 	if changed {
@@ -325,6 +350,10 @@ func (c *Checker) notify(ctx context.Context) {
 		}
 	}
 }
+
+// notListening reports whether a probe failed because the target's port
+// refused the connection.
+func notListening(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // signal wakes the receiver of a capacity-1 channel without blocking.
 func signal(ch chan<- struct{}) {

@@ -3,9 +3,12 @@ package health
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,6 +262,90 @@ func TestCheckerNewTargetsAreUnknownUntilTheFirstProbe(t *testing.T) {
 	}
 	waitFor(t, func() bool { return env.checker.State(up) == Healthy && env.checker.State(down) == Unhealthy })
 	env.expectChange()
+}
+
+// A new target whose port refuses the connection (kube-proxy has not
+// opened a healthCheckNodePort just allocated) stays Unknown and is probed
+// again an eighth of an interval later; after one interval a refusal
+// counts. Any other failure decides at once.
+func TestCheckerRetriesNewTargetsThatRefuse(t *testing.T) {
+	env := newCheckerEnv(t, Options{}, 0)
+	interval := env.checker.opts.Interval
+	late, absent, failing := target("192.0.2.10", 30001), target("192.0.2.11", 30001), target("192.0.2.12", 30001)
+	env.checker.SetTargets([]Target{late, absent, failing})
+	start := env.clock.Now()
+	env.run()
+	refusedProbes := 0
+	answer := func(c probeCall) {
+		switch c.target {
+		case failing:
+			c.reply <- errProbe
+		case late:
+			if env.clock.Since(start) < interval/4 {
+				c.reply <- refused
+				return
+			}
+			c.reply <- nil
+		default:
+			refusedProbes++
+			c.reply <- refused
+		}
+	}
+	for range 3 {
+		answer(env.expectProbe())
+	}
+	env.idle()
+	if got := env.checker.State(failing); got != Unhealthy {
+		t.Errorf("a target whose first probe failed otherwise: %v, want unhealthy", got)
+	}
+	for _, tg := range []Target{late, absent} {
+		if got := env.checker.State(tg); got != Unknown {
+			t.Errorf("%s refused its first probe: %v, want unknown", tg, got)
+		}
+	}
+	for env.checker.State(absent) == Unknown {
+		if env.clock.Since(start) > 2*interval {
+			t.Fatalf("%s still unknown %s after its first probe", absent, env.clock.Since(start))
+		}
+		env.step(interval / notListeningRetries)
+		for {
+			select {
+			case c := <-env.prober.calls:
+				answer(c)
+				continue
+			case <-time.After(50 * time.Millisecond):
+			}
+			break
+		}
+		env.idle()
+		if env.clock.Since(start) >= interval/4 && env.checker.State(late) != Healthy {
+			t.Fatalf("%s answered at +%s: %v, want healthy", late, env.clock.Since(start), env.checker.State(late))
+		}
+	}
+	if got, elapsed := env.checker.State(absent), env.clock.Since(start); got != Unhealthy || elapsed < interval {
+		t.Errorf("%s refused every probe: %v after %s, want unhealthy once an interval has passed", absent, got, elapsed)
+	}
+	if refusedProbes < notListeningRetries {
+		t.Errorf("%s probed %d times in its first interval, want %d", absent, refusedProbes, notListeningRetries)
+	}
+}
+
+// refused is the error of a probe whose connection is refused.
+var refused = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
+// idle waits until no probe is in flight and the scheduler sleeps.
+func (env *checkerEnv) idle() {
+	env.t.Helper()
+	waitFor(env.t, func() bool {
+		env.checker.mu.RLock()
+		defer env.checker.mu.RUnlock()
+		for _, e := range env.checker.targets {
+			if e.inFlight {
+				return false
+			}
+		}
+		return env.clock.HasWaiters()
+	})
 }
 
 func TestCheckerWaitProbed(t *testing.T) {

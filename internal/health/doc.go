@@ -15,7 +15,13 @@
 //
 // New targets start Unknown and are probed at once, in parallel (up to
 // Concurrency, each bounded by Timeout); the first result decides, and only
-// later results go through the thresholds. The caller decides what Unknown
+// later results go through the thresholds. One exception: a refused
+// connection within one interval of the first probe leaves the target
+// Unknown and it is probed again an eighth of an interval later. A
+// healthCheckNodePort refuses until kube-proxy has synced its Service, so
+// for a Service just created or switched to Local a refusal says kube-proxy
+// is late, not that the node has no ready Pod (which kube-proxy answers
+// with 503). The caller decides what Unknown
 // means for traffic; the agent waits for the first probes (WaitProbed, one
 // interval at most) before it programs a new target, so that a new Service,
 // a Service switched to externalTrafficPolicy Local and a restarted agent

@@ -108,15 +108,17 @@ func TestHTTPProberResults(t *testing.T) {
 		name   string
 		target Target
 		want   string
+		// notListening: the checker retries it on a new target.
+		notListening bool
 	}{
-		{"200 is success", at("/healthz"), resultSuccess},
-		{"503 is a bad status", at("/unavailable"), resultBadStatus},
-		{"redirect is not followed", at("/redirect"), resultBadStatus},
-		{"slow answer times out", at("/slow"), resultTimeout},
-		{"closed port is an error", loopbackTarget(t, closedPort(t)), resultError},
-		{"invalid target is an error", Target{}, resultError},
-		{"TCP: an accepted connection is success", tcp(base), resultSuccess},
-		{"TCP: a closed port is an error", tcp(loopbackTarget(t, closedPort(t))), resultError},
+		{"200 is success", at("/healthz"), resultSuccess, false},
+		{"503 is a bad status", at("/unavailable"), resultBadStatus, false},
+		{"redirect is not followed", at("/redirect"), resultBadStatus, false},
+		{"slow answer times out", at("/slow"), resultTimeout, false},
+		{"closed port is an error", loopbackTarget(t, closedPort(t)), resultError, true},
+		{"invalid target is an error", Target{}, resultError, false},
+		{"TCP: an accepted connection is success", tcp(base), resultSuccess, false},
+		{"TCP: a closed port is an error", tcp(loopbackTarget(t, closedPort(t))), resultError, true},
 	}
 	p := NewHTTPProber()
 	for _, tt := range tests {
@@ -126,6 +128,9 @@ func TestHTTPProberResults(t *testing.T) {
 			err := p.Probe(ctx, tt.target)
 			if got := resultOf(err); got != tt.want {
 				t.Errorf("Probe() = %v (%s), want %s", err, got, tt.want)
+			}
+			if got := notListening(err); got != tt.notListening {
+				t.Errorf("notListening(%v) = %v, want %v", err, got, tt.notListening)
 			}
 		})
 	}
