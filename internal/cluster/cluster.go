@@ -50,8 +50,12 @@ type Cluster struct {
 	mu         sync.Mutex // closers, appended to by nodes starting at once
 	closers    []func() error
 	// nodeNetns identify the nodes' network namespaces as /proc/<pid>/ns/net
-	// reads ("net:[<inode>]"), to find what was left in them.
+	// reads ("net:[<inode>]"), to find what was left in them. netnsHeld
+	// keeps each open until Close has looked: a namespace freed earlier
+	// could have its inode number reused by another's (a test running
+	// beside the cluster).
 	nodeNetns []string
+	netnsHeld []*os.File
 }
 
 // Start starts a cluster: the control plane with kube-controller-manager
@@ -144,8 +148,13 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		f, err := os.Open(filepath.Join("/run/netns", h.Netns))
+		if err != nil {
+			return err
+		}
+		c.netnsHeld = append(c.netnsHeld, f)
 		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join("/run/netns", h.Netns), &st); err != nil {
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 			return err
 		}
 		c.nodeNetns = append(c.nodeNetns, fmt.Sprintf("net:[%d]", st.Ino))
@@ -351,6 +360,10 @@ func (c *Cluster) Close() error {
 		c.lock.Unlock()
 		c.lock = nil
 	}
+	for _, f := range c.netnsHeld {
+		f.Close()
+	}
+	c.netnsHeld = nil
 	return errors.Join(errs...)
 }
 
