@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
@@ -496,15 +497,20 @@ func checkDrainedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	taint := corev1.Taint{Key: "ToBeDeletedByClusterAutoscaler", Value: "1", Effect: corev1.TaintEffectNoSchedule}
 	setTaint := func(ctx context.Context, on bool) {
 		t.Helper()
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		// The kubelet and the router write the Node's status meanwhile.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
+			if on {
+				n.Spec.Taints = append(n.Spec.Taints, taint)
+			}
+			_, err = c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
-		if on {
-			n.Spec.Taints = append(n.Spec.Taints, taint)
-		}
-		if _, err := c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
