@@ -42,29 +42,40 @@ func conntrackMaxPlan(limit, wanted, hosts int, memAvailable uint64) (int, strin
 	return target, ""
 }
 
-// raiseConntrackMax raises the machine's nf_conntrack_max (global: the
-// test hosts' namespaces cannot) so that each of hosts tables can hold
-// wanted entries, until t ends, and says what it did. It holds the
-// machine-wide lock of the test beds meanwhile, so that no cluster test
-// records or checks the machine's settings while the value is not the
-// machine's own. The value it found is recorded in conntrackRecord first:
-// t's cleanup puts it back and removes the record, even when t fails, and
-// a run after one that crashed restores the recorded value before anything
-// else. It raises nothing when the machine lacks the memory.
-func raiseConntrackMax(t *testing.T, hosts, wanted int) string {
+// restoreConntrackMax puts back the nf_conntrack_max that a run which did
+// not finish recorded in conntrackRecord, under the machine-wide lock of the
+// test beds; call it before the cluster starts, which records the
+// machine's settings to compare them when it ends.
+func restoreConntrackMax(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
-	t.Logf("taking the machine-wide lock of the test beds (waits while a cluster test runs)")
-	lock, err := cluster.LockHost(ctx, "TestFailoverConntrackBenchmark raising "+conntrackMaxKey)
-	if err != nil {
-		why := fmt.Sprintf("not raised: %v", err)
-		t.Log(why)
-		return why
-	}
+	must(t, cluster.WithHostLock(ctx, func() error {
+		rec := cluster.SysctlRecord{Path: conntrackRecord}
+		stale, err := rec.Restore()
+		if err == nil && stale {
+			v, _ := rec.Read(conntrackMaxKey)
+			t.Logf("restored %s=%s from %s, left by a run that did not finish", conntrackMaxKey, v, conntrackRecord)
+		}
+		return err
+	}))
+}
+
+// raiseConntrackMax raises the machine's nf_conntrack_max (global: the
+// test hosts' namespaces cannot) so that each of hosts tables can hold
+// wanted entries, until t ends, and says what it did. The caller holds the
+// machine-wide lock of the test beds: the benchmark's running cluster
+// does, so no other cluster test records or checks the machine's settings
+// while the value is not the machine's own; t's cleanup runs before the
+// cluster's, which compares them. The value it found is recorded in
+// conntrackRecord first: t's cleanup puts it back and removes the record,
+// even when t fails, and restoreConntrackMax of a run after one that
+// crashed restores it. It raises nothing when the machine lacks the
+// memory.
+func raiseConntrackMax(t *testing.T, hosts, wanted int) string {
+	t.Helper()
 	rec := cluster.SysctlRecord{Path: conntrackRecord}
 	t.Cleanup(func() {
-		defer lock.Unlock()
 		found, err := rec.Restore()
 		if err != nil {
 			t.Errorf("put back %s: %v (the value the benchmark found is in %s)", conntrackMaxKey, err, conntrackRecord)
@@ -75,12 +86,6 @@ func raiseConntrackMax(t *testing.T, hosts, wanted int) string {
 			t.Logf("put back %s=%s, removed %s", conntrackMaxKey, v, conntrackRecord)
 		}
 	})
-	stale, err := rec.Restore()
-	must(t, err)
-	if stale {
-		v, _ := rec.Read(conntrackMaxKey)
-		t.Logf("restored %s=%s from %s, left by a run that did not finish", conntrackMaxKey, v, conntrackRecord)
-	}
 	v, err := rec.Read(conntrackMaxKey)
 	must(t, err)
 	limit, err := strconv.Atoi(v)

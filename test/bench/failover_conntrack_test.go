@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/lab"
 )
@@ -31,13 +33,13 @@ const conntrackHeadroom = 12_144
 // show how inserting slows as the shared hash fills.
 const conntrackQuarters = 4
 
-// TestFailoverConntrackBenchmark measures the groundcloud link-down
-// failover of TestFailoverBenchmark with the load-balancer hosts'
-// conntrack tables nearly empty, then full of unrelated entries, and how
-// long the deletion of one address's entries takes (the new holder's last
-// step before it adds the address). For the full tables it raises the
-// machine's nf_conntrack_max until it ends (raiseConntrackMax). See
-// docs/benchmarks.md.
+// TestFailoverConntrackBenchmark measures, on the real cluster, the
+// groundcloud link-down failover of TestFailoverBenchmark with the
+// load-balancer hosts' conntrack tables nearly empty, then full of
+// unrelated entries, and how long the deletion of one address's entries
+// takes (the new holder's last step before it adds the address). For the
+// full tables it raises the machine's nf_conntrack_max until it ends
+// (raiseConntrackMax). See docs/benchmarks.md.
 func TestFailoverConntrackBenchmark(t *testing.T) {
 	skipUnlessBench(t)
 	trials := 10
@@ -45,13 +47,12 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 		trials = n
 	}
 	loads := []string{loadAverage()}
-	b := startBench(t, groundcloudArgs(t))
-	vip := b.createService(t)
-	d := daemon{
-		kill:    func(t *testing.T, i int) { killGroup(t, b.env.Agent(i)) },
-		restart: func(t *testing.T, i int) { must(t, b.env.StartAgent(t.Context(), i)) },
-	}
-	linkDown := b.faults(d)[0]
+	restoreConntrackMax(t)
+	b := startClusterBench(t, cluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	vip := b.deployFailover(t)[implPassthrough]
+	// -v=2: the agents log their deletions.
+	b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String(), "--v=2")
+	linkDown := b.faults(daemon{kill: b.killAgent, restart: b.agentBack})[0]
 	empty := b.conntrackRun(t, linkDown, vip, trials)
 	empty.impl = "groundcloud-conntrack-0"
 	raised := raiseConntrackMax(t, len(b.lbs), conntrackWanted)
@@ -92,11 +93,15 @@ func (b *bench) conntrackRun(t *testing.T, f fault, vip netip.Addr, trials int) 
 	r := conntrackRun{deletions: deletionTimes(t, b.lbs[1], vip, 5)}
 	seen := make([]int, len(b.lbs))
 	for i := range b.lbs {
-		seen[i] = len(agentDeletions(t, b.env.Agent(i).LogPath))
+		seen[i] = len(b.agentDeletions(t, i))
 	}
 	r.scenario = b.run(t, "groundcloud", f, vip, b.l2Watch(vip), trials)
 	for i := range b.lbs {
-		r.inAgent = append(r.inAgent, agentDeletions(t, b.env.Agent(i).LogPath)[seen[i]:]...)
+		all := b.agentDeletions(t, i)
+		if len(all) < seen[i] {
+			t.Fatalf("the agent logs on %s show %d deletions, fewer than the %d before the trials (a log rotated away)", b.lbs[i].Name, len(all), seen[i])
+		}
+		r.inAgent = append(r.inAgent, all[seen[i]:]...)
 	}
 	return r
 }
@@ -105,16 +110,23 @@ func (b *bench) conntrackRun(t *testing.T, f fault, vip netip.Addr, trials int) 
 // conntrack entries of addresses it takes over.
 var agentDeletionLine = regexp.MustCompile(`"Deleted the conntrack entries of taken-over virtual IPs".* elapsed="([^"]+)"`)
 
-// agentDeletions are the durations of the deletions an agent's log shows.
-func agentDeletions(t *testing.T, logPath string) []time.Duration {
+// agentDeletions are the durations of the deletions that the logs of the
+// agent containers on load-balancer host i show, oldest first (the
+// kubelet's log files of a container, one per restart, in order).
+func (b *bench) agentDeletions(t *testing.T, i int) []time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(logPath)
-	must(t, err)
 	var out []time.Duration
-	for _, m := range agentDeletionLine.FindAllSubmatch(b, -1) {
-		d, err := time.ParseDuration(string(m[1]))
+	for _, log := range b.c.Node(b.lbs[i].Name).PodLogs() {
+		if !strings.Contains(filepath.Base(filepath.Dir(filepath.Dir(log))), "groundcloud-agent") {
+			continue
+		}
+		data, err := os.ReadFile(log)
 		must(t, err)
-		out = append(out, d)
+		for _, m := range agentDeletionLine.FindAllSubmatch(data, -1) {
+			d, err := time.ParseDuration(string(m[1]))
+			must(t, err)
+			out = append(out, d)
+		}
 	}
 	return out
 }
@@ -343,15 +355,16 @@ func millis(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Mi
 const conntrackBefore = `| before (7e7d96e) | 0 | 0.76 s | 1.02 s | 0.77 s | 1.02 s | 3.1 ms | 3.6 ms | 375 | 0 of 40 |
 | before (7e7d96e) | 250000 | 2.64 s | 3.12 s | 2.65 s | 3.11 s | 1705.8 ms | 3116.0 ms | 1317 | 0 of 40 |
 
-The "before" rows are this benchmark run once on commit 7e7d96e, where the agent dumped the whole table into itself and matched there, on the same machine (2026-12-01, load average 15-20 from other work on it).
+The "before" rows are this benchmark run once on commit 7e7d96e, where the agent dumped the whole table into itself and matched there, on the same machine (2026-12-01, load average 15-20 from other work on it); the benchmark then ran on the simulated nodes' sandbox (agents as processes, nodes answering NodePorts themselves, proxy forwarding), so compare their deletion times with the rows above rather than their gaps.
 `
 
 const conntrackMethod = `
 ### Method
 
-- As in the failover section above (the sandbox, 2 load-balancer hosts with
-  ` + "`--vip-ownership=memberlist`" + `, 3 nodes, a client opening a connection
-  every 20 ms and holding 4 long-lived ones), link-down faults only.
+- As in the failover section above (the real cluster: 2 dedicated
+  load-balancer hosts, 2 workers with a Pod of groundcloud-echo each, a
+  client opening a connection every 20 ms and holding 4 long-lived ones),
+  the Service with passthrough forwarding, link-down faults only.
 - Before the trials, each load-balancer host's table is filled over
   netlink (as ` + "`conntrack -I`" + ` does) with established TCP and UDP entries
   between 10.0.0.0/8 and 198.51.100.7:443 with an hour to live: none of
@@ -359,14 +372,14 @@ const conntrackMethod = `
 - Deleting one address's entries: ` + "`dataplane.NetlinkConntrack.DeleteFlowsTo`" + `
   of the virtual IP, timed five times in the standby host's namespace (the
   call the agent makes before it adds an address it takes over), and as
-  the agents log it at each takeover of the trials, both ways (at -v=2,
-  as the sandbox runs them).
+  the agents log it at each takeover of the trials, both ways (the
+  benchmark runs them at -v=2).
 - nf_conntrack_max is global, so for the run with full tables the
   benchmark raises the machine's to the entries plus the headroom, and
-  puts it back when it ends, failed or not. Meanwhile it holds the
-  machine-wide lock of the test beds (no real-cluster test starts, or
-  compares the machine's settings, while the value is not the machine's
-  own), and the value it found is recorded in
+  puts it back when it ends, failed or not, before its cluster stops. Its
+  cluster holds the machine-wide lock of the test beds meanwhile (no other
+  real-cluster test starts, or compares the machine's settings, while the
+  value is not the machine's own), and the value it found is recorded in
   ` + "`/run/groundcloud-bench.sysctls.json`" + `: a run that finds the record (left
   by one that crashed) writes that value back first. It raises nothing
   when MemAvailable is below 2 tables × the entries × 350 B + 1 GiB.

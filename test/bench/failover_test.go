@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"net/netip"
 	"os"
@@ -25,12 +23,9 @@ import (
 	"github.com/groundcloud/groundcloud/internal/availability"
 	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
 const (
-	benchNodePort = 30080
 	benchHoldDown = 3 * time.Second // only delays the return between trials
 	lbHosts       = 2
 )
@@ -125,10 +120,8 @@ type bench struct {
 	holders *availability.Holders
 	// setLink plugs or pulls load-balancer host i's cable.
 	setLink func(i int, up bool) error
-	// c is the real cluster (startClusterBench); env the simulated nodes'
-	// sandbox, whose agents are processes (startBench).
-	c   *cluster.Cluster
-	env *sandbox.Env
+	// c is the real cluster (startClusterBench).
+	c *cluster.Cluster
 	// restarts are the agents' restart counts before killAgent.
 	restarts map[int]int32
 }
@@ -295,72 +288,6 @@ func (b *bench) agentBack(t *testing.T, i int) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func groundcloudArgs(t *testing.T) func(*sandbox.Env, int) []string {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	keyFile := filepath.Join(t.TempDir(), "gossip.key")
-	must(t, os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(key)), 0o600))
-	return func(e *sandbox.Env, _ int) []string {
-		var seeds []string
-		for _, h := range e.LBs {
-			seeds = append(seeds, h.Addr4.String())
-		}
-		return []string{
-			"--vip-ownership=memberlist", "--gossip-key-file=" + keyFile,
-			"--gossip-seeds=" + strings.Join(seeds, ","), "--ownership-hold-down=" + benchHoldDown.String(),
-		}
-	}
-}
-
-// startBench starts the simulated nodes' sandbox (the conntrack benchmark
-// measures the load-balancer hosts' own tables, where the backends do not
-// matter), with agents as processes.
-func startBench(t *testing.T, agentArgs func(*sandbox.Env, int) []string) *bench {
-	t.Helper()
-	tools, err := testbed.ToolsDir(t.Context())
-	must(t, err)
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
-		Dir:           t.TempDir(),
-		ToolsDir:      tools,
-		Binaries:      sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
-		LBHosts:       lbHosts,
-		Clients:       []string{"client"},
-		NodeSim:       sandbox.NodeSim{TCPPorts: []uint16{benchNodePort}},
-		AdminIdentity: true, // a benchmark of failover, not of permissions
-		AgentArgs:     agentArgs,
-		Logf:          t.Logf,
-	})
-	must(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, h := range e.LBs {
-				t.Logf("last lines of the agent on %s:\n%s", h.Name, testbed.LogTail(e.Agent(i).LogPath, 40))
-			}
-		}
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	b := &bench{env: e, lbs: e.LBs, client: e.Clients["client"]}
-	b.setLink = func(i int, up bool) error { return e.LBs[i].SetLink(up) }
-	b.watchHolders(t)
-	return b
-}
-
-// createService creates the sandbox bench's LoadBalancer Service.
-func (b *bench) createService(t *testing.T) netip.Addr {
-	t.Helper()
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "default"},
-		Spec: v1.ServiceSpec{
-			Type:     v1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": "bench"},
-			Ports:    []v1.ServicePort{{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, NodePort: benchNodePort}},
-		},
-	}
-	return createLoadBalancer(t, b.env, svc)
 }
 
 // faults are the failures of one trial: the owner's link goes down (a

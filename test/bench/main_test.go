@@ -4,13 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/netip"
 	"os"
 	"testing"
-	"time"
-
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundcloud/groundcloud/internal/sandbox"
 )
@@ -47,22 +42,4 @@ func skipUnlessBench(t *testing.T) {
 	if os.Getenv("GROUNDCLOUD_BENCH") == "" || testing.Short() {
 		t.Skip("benchmark: run with make bench (GROUNDCLOUD_BENCH=1)")
 	}
-}
-
-// createLoadBalancer creates svc (type LoadBalancer) and returns its first
-// ingress address once the controller manager has written it.
-func createLoadBalancer(t *testing.T, e *sandbox.Env, svc *v1.Service) netip.Addr {
-	t.Helper()
-	_, err := e.Client.CoreV1().Services(svc.Namespace).Create(t.Context(), svc, metav1.CreateOptions{})
-	must(t, err)
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		s, err := e.Client.CoreV1().Services(svc.Namespace).Get(t.Context(), svc.Name, metav1.GetOptions{})
-		if err == nil && len(s.Status.LoadBalancer.Ingress) > 0 {
-			return netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("service %s/%s got no address", svc.Namespace, svc.Name)
-	return netip.Addr{}
 }

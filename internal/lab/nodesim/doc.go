@@ -20,10 +20,9 @@
 // connection on a node without an endpoint, where nodesim answers it and
 // names the node; TestCluster checks a new Local Service from its first
 // connection, both agents killed at once and the switch from Cluster to
-// Local by failures instead); the scale benchmark's 100 nodes and the
-// full-conntrack failover benchmark (which measures the load-balancer
-// hosts' own tables). The
-// data-plane and failover benchmarks run on the real cluster, and so do
+// Local by failures instead); the scale benchmark's 100 nodes. The
+// data-plane, failover and full-conntrack failover benchmarks run on the
+// real cluster, and so do
 // the failover tests: three hosts sharing an L2 pool's addresses (an
 // owner's link down and back, the apiserver away) in TestBGP, split brains
 // between two hosts (an agent killed and kept dead, gossip cut) in
