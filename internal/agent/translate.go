@@ -139,6 +139,26 @@ type backendLists struct {
 	lists [][]dataplane.Backend
 }
 
+// bucketGroup is lb's bucket group in the data plane (see
+// dataplane.Service.BucketGroup): its health check, which every
+// LoadBalancer with externalTrafficPolicy Cluster shares (the cloud-config's
+// cluster-health-check), so that they share one bucket map and a node change
+// rewrites that map only; "" for Local, whose check (its own
+// healthCheckNodePort) is its alone.
+func bucketGroup(lb *v1alpha1.LoadBalancer) string {
+	if lb.Spec.ExternalTrafficPolicy == string(v1.ServiceExternalTrafficPolicyLocal) {
+		return ""
+	}
+	hc := lb.Spec.HealthCheck
+	if hc == nil {
+		return "unchecked"
+	}
+	if hc.Type == v1alpha1.HealthCheckTCP {
+		return fmt.Sprintf("tcp:%d", hc.Port)
+	}
+	return fmt.Sprintf("http:%d%s", hc.Port, hc.Path)
+}
+
 type backendsKey struct {
 	check   v1alpha1.HealthCheck
 	checked bool
@@ -208,6 +228,7 @@ func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.St
 		}
 		svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
 	}
+	svc.BucketGroup = bucketGroup(lb)
 	// A backend list depends on the health check only (the first
 	// LoadBalancer with it added its targets already).
 	k := keyOf(lb)

@@ -76,6 +76,7 @@ func TestTranslate(t *testing.T) {
 			lb.Spec.SessionAffinity = "ClientIP"
 			lb.Spec.SourceRanges = []string{"198.51.100.0/24"}
 			lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"}
+			lb.Spec.ExternalTrafficPolicy = "Local"
 		}),
 	}
 	down := health.Target{Addr: a12, Port: 10256, Path: "/healthz"}
@@ -102,6 +103,7 @@ func TestTranslate(t *testing.T) {
 					{Node: "node-1", Addrs: []netip.Addr{a11, netip.MustParseAddr("2001:db8::11")}, Healthy: true},
 					{Node: "node-2", Addrs: []netip.Addr{a12}, Healthy: false},
 				},
+				BucketGroup: "http:10256/healthz", // Cluster: the check every such LoadBalancer shares
 			},
 		}},
 		Targets: []health.Target{
@@ -334,6 +336,32 @@ func TestIsBackend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := isBackend(tc.rules, tc.obj); got != tc.want {
 				t.Errorf("isBackend = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBucketGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*v1alpha1.LoadBalancer)
+		want string
+	}{
+		{"Cluster, HTTP check", func(lb *v1alpha1.LoadBalancer) {
+			lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckHTTP, Port: 10256, Path: "/healthz"}
+		}, "http:10256/healthz"},
+		{"Cluster, TCP check", func(lb *v1alpha1.LoadBalancer) {
+			lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckTCP, Port: 30080}
+		}, "tcp:30080"},
+		{"Cluster, no check", func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }, "unchecked"},
+		{"Local: its own check, its own map", func(lb *v1alpha1.LoadBalancer) {
+			lb.Spec.ExternalTrafficPolicy = "Local"
+			lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"}
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := bucketGroup(newLB("web", tc.mod)); got != tc.want {
+				t.Errorf("bucketGroup = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -24,7 +24,8 @@ type Buckets struct {
 	// over the same backends.
 	Choices *BucketChoices
 	// NodePort, in a DNAT map, follows a choice's address in each value:
-	// "address . NodePort".
+	// "address . NodePort". 0 in a group's DNAT map: the value is the
+	// address, and each service's rule adds its NodePort.
 	NodePort uint16
 	// Verdict marks a passthrough verdict map: each value is "goto" the
 	// choice's node chain of Family, or "accept" for the node Self.
@@ -82,6 +83,9 @@ func (b *Buckets) appendText(dst []byte, i int) []byte {
 		return append(dst, gotoNode(familyOf(b.Family), b.Choices.Nodes[c])...)
 	}
 	dst = b.Choices.Addrs[c].AppendTo(dst)
+	if b.NodePort == 0 {
+		return dst
+	}
 	dst = append(dst, " . "...)
 	return strconv.AppendUint(dst, uint64(b.NodePort), 10)
 }

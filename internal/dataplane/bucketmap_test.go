@@ -141,7 +141,7 @@ func freshV4Dump(t *testing.T, st State) string {
 // change keeps both (so the applied and the desired ruleset compare
 // without looking at a bucket).
 func TestBucketMapsShareChoices(t *testing.T) {
-	st := scaleState(50, 8)
+	st := scaleState(50, 8, "")
 	for i := range st.Services {
 		st.Services[i].Ports = append(st.Services[i].Ports, Port{Protocol: UDP, Port: 53, NodePort: uint16(40000 + i)})
 	}

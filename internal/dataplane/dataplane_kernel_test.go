@@ -55,8 +55,16 @@ func labState() State {
 		newService("lab/down", withVIPs(labVIP.String(), labVIP6.String()),
 			withPort(TCP, 81, labTCPNodePort), withPort(UDP, 82, labUDPNodePort),
 			withBackend("node-a", false, labNodes["node-a"]...)),
+		// Two services of one bucket group: one map of addresses, each
+		// rule with its own seed and NodePort.
+		newService("lab/group-a", backends(withVIPs(labVIP.String(), labVIP6.String()),
+			withPort(TCP, 86, labTCPNodePort), withBucketGroup("cluster"))...),
+		newService("lab/group-b", backends(withVIPs(labVIP.String(), labVIP6.String()),
+			withPort(TCP, 87, labTCPNodePort), withBucketGroup("cluster"))...),
 	}}
 }
+
+func withBucketGroup(g string) func(*Service) { return func(s *Service) { s.BucketGroup = g } }
 
 func TestKernelDataPlane(t *testing.T) {
 	for _, bin := range []string{"nft", "ip"} {
@@ -151,6 +159,33 @@ func TestKernelDataPlane(t *testing.T) {
 			}
 			if len(seen) != 2 {
 				t.Errorf("%s: connections did not spread over both nodes: %v", c.vip, seen)
+			}
+		}
+	})
+
+	t.Run("a bucket group's services share one map and reach the nodes the tracer predicts", func(t *testing.T) {
+		ruleset := nft(t, lb, "list", "table", "ip", TableName)
+		if n := strings.Count(ruleset, "\tmap grp-"); n != 1 {
+			t.Errorf("%d group maps in the ip table, want 1:\n%s", n, ruleset)
+		}
+		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
+			for i, port := range []uint16{86, 87} {
+				seen := map[string]int{}
+				from := 45000 + 100*uint16(i) // a port of its own: the last one's is in TIME_WAIT
+				for sport := from; sport < from+16; sport++ {
+					src, dst := netip.AddrPortFrom(c.src, sport), netip.AddrPortFrom(c.vip, port)
+					r, err := dialTCP(client, src, dst, 3*time.Second)
+					if err != nil {
+						t.Fatalf("%s -> %s: %v", src, dst, err)
+					}
+					if want := predict(src, dst); r.node != want {
+						t.Errorf("%s -> %s reached %s, the tracer predicts %s", src, dst, r.node, want)
+					}
+					seen[r.node]++
+				}
+				if len(seen) != 2 {
+					t.Errorf("%s:%d: connections did not spread over both nodes: %v", c.vip, port, seen)
+				}
 			}
 		}
 	})

@@ -26,7 +26,10 @@
 //     "ip daddr . meta l4proto . th dport vmap @service-ports" to one chain
 //     per service port (svc-<hash>-<namespace/name>/<proto>/<port>);
 //   - that chain DNATs to "node address . NodePort" from its named bucket map
-//     (bkt-<hash>-<namespace/name>/<proto>/<port>) of BucketCount elements,
+//     (bkt-<hash>-<namespace/name>/<proto>/<port>) of BucketCount elements
+//     or, for a service of a bucket group (Service.BucketGroup), to the
+//     node address from the group's map (grp-<hash>-<group>) and its own
+//     NodePort ("... seed <the service's> map @grp-…:30080"),
 //     indexed by "jhash ip saddr . th sport mod 128 seed HashSeed" ("jhash
 //     ip saddr" for ClientIP affinity) and filled by Assign: every LB host
 //     computes the same buckets, so a failover moves no flow. The chain's

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
+	"hash/fnv"
 	"strings"
 )
 
@@ -40,6 +41,22 @@ func serviceChainName(service string, p Port) string {
 func bucketMapName(service string, p Port) string {
 	suffix := fmt.Sprintf("%s/%d", p.Protocol.nft(), p.Port)
 	return "bkt-" + shortHash(service+"/"+suffix) + "-" + readable(service) + "/" + suffix
+}
+
+// groupBucketMapName names the bucket map a group's services share (proxy
+// mode, addresses only: each service's rule adds its NodePort):
+// "grp-<hash>-<group>".
+func groupBucketMapName(group string) string {
+	return "grp-" + shortHash(group) + "-" + readable(group)
+}
+
+// serviceSeed seeds the jhash of a service whose bucket map is its group's:
+// the buckets are the same for every service of the group, the flows in
+// each bucket differ.
+func serviceSeed(service string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(service))
+	return h.Sum32()
 }
 
 // BucketMapName is the name of the bucket map of port p of service

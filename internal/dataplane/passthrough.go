@@ -38,6 +38,12 @@ func passthroughBucketMapName(f family, service string) string {
 	return f.ip + "-bkt-" + shortHash(service) + "-" + readable(service)
 }
 
+// passthroughGroupMapName names the bucket map a group's passthrough
+// services share in family f: "ip-grp-<hash>-<group>".
+func passthroughGroupMapName(f family, group string) string {
+	return f.ip + "-" + groupBucketMapName(group)
+}
+
 // desiredNetDev computes the netdev table: at the ingress of the interface,
 // before routing and conntrack, packets addressed to this host's
 // link-layer address and to a passthrough frontend go by
@@ -50,6 +56,7 @@ func passthroughBucketMapName(f family, service string) string {
 // its own kube-proxy. Frontends without a reachable bucket get no element:
 // their packets reach the ip/ip6 table, which rejects them.
 func desiredNetDev(services []service, memo *assignMemo) *Table {
+	groups := groupMaps{}
 	t := newTable(knftables.NetDevFamily)
 	iface := ""
 	for _, svc := range services {
@@ -74,15 +81,15 @@ func desiredNetDev(services []service, memo *assignMemo) *Table {
 	for _, svc := range services {
 		if svc.passthrough {
 			for _, f := range []family{ipv4, ipv6} {
-				addPassthrough(t, f, svc, memo)
+				addPassthrough(t, f, svc, memo, groups)
 			}
 		}
 	}
 	return t
 }
 
-func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
-	index, choices := passthroughBuckets(f, svc, memo)
+func addPassthrough(t *Table, f family, svc service, memo *assignMemo, groups groupMaps) {
+	index, choices, grouped := passthroughBuckets(f, svc, memo, groups)
 	if !hasElements(index) {
 		return
 	}
@@ -90,7 +97,10 @@ func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
 	if f.nft == knftables.IPv6Family {
 		dispatch = mapPassthroughPorts6
 	}
-	bucketMap := passthroughBucketMapName(f, svc.name)
+	bucketMap, seed := passthroughBucketMapName(f, svc.name), uint32(HashSeed)
+	if grouped {
+		bucketMap, seed = passthroughGroupMapName(f, svc.group), serviceSeed(svc.name)
+	}
 	served := false
 	for _, fe := range svc.frontends {
 		if !f.is(fe.vip) {
@@ -103,13 +113,16 @@ func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
 			if svc.restricted {
 				rules = append(rules, firewallRule(f, svc.ranges))
 			}
-			t.addChain(chain, append(rules, bucketRule(f, svc.affinity, bucketMap))...)
+			t.addChain(chain, append(rules, bucketRule(f, svc.affinity, seed, bucketMap))...)
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(dispatch, key, []string{"goto " + chain})
 	}
 	if !served {
 		return
+	}
+	if t.Maps[bucketMap] != nil {
+		return // the group's, with its node chains
 	}
 	t.addBucketMap(bucketMap, "verdict", &Buckets{Index: index, Choices: choices.withGotos(f), Verdict: true, Self: svc.self, Family: f.nft})
 	var seen [256]bool // by choice
@@ -125,23 +138,24 @@ func addPassthrough(t *Table, f family, svc service, memo *assignMemo) {
 }
 
 // bucketRule picks the bucket by the same jhash as dnatRule and takes its
-// verdict from the service's bucket map: "goto" the bucket's node chain,
-// or "accept" for the buckets of self (see Buckets). The rule
-// does not depend on the backends.
-func bucketRule(f family, affinity bool, bucketMap string) string {
+// verdict from the service's (or its group's) bucket map: "goto" the
+// bucket's node chain, or "accept" for the buckets of self (see Buckets).
+// The rule does not depend on the backends.
+func bucketRule(f family, affinity bool, seed uint32, bucketMap string) string {
 	key := f.ip + " saddr . th sport"
 	if affinity {
 		key = f.ip + " saddr"
 	}
-	return fmt.Sprintf("jhash %s mod %d seed %#x vmap @%s", key, BucketCount, HashSeed, bucketMap)
+	return fmt.Sprintf("jhash %s mod %d seed %#x vmap @%s", key, BucketCount, seed, bucketMap)
 }
 
 // passthroughBuckets assigns the buckets of svc in family f among its
-// backends with an address of f. Unlike proxy forwarding, self keeps its
-// buckets (its own kube-proxy serves them), and a backend whose address is
-// not on a link of the interface counts as unhealthy: listed, so that its
-// buckets come back to it, but given none.
-func passthroughBuckets(f family, svc service, memo *assignMemo) (*[BucketCount]uint8, *BucketChoices) {
+// backends with an address of f, and says whether the assignment is its
+// group's. Unlike proxy forwarding, self keeps its buckets (its own
+// kube-proxy serves them), and a backend whose address is not on a link of
+// the interface counts as unhealthy: listed, so that its buckets come back
+// to it, but given none.
+func passthroughBuckets(f family, svc service, memo *assignMemo, groups groupMaps) (*[BucketCount]uint8, *BucketChoices, bool) {
 	var backends []Backend
 	for _, b := range svc.backends {
 		a := firstAddr(f, b)
@@ -153,7 +167,11 @@ func passthroughBuckets(f family, svc service, memo *assignMemo) (*[BucketCount]
 		}
 		backends = append(backends, b)
 	}
-	return memo.assign("passthrough "+f.ip+" "+svc.name, svc.name, f, backends)
+	if g := groups.of("passthrough", f, svc, backends, memo); g != nil {
+		return g.index, g.choices, true
+	}
+	index, choices := memo.assign("passthrough "+f.ip+" "+svc.name, svc.name, f, backends)
+	return index, choices, false
 }
 
 // addPassthroughChecks adds what the ip/ip6 table does for a passthrough
@@ -161,8 +179,8 @@ func passthroughBuckets(f family, svc service, memo *assignMemo) (*[BucketCount]
 // bucket is reachable (the netdev table then lets its packets through to
 // this host's stack). Everything else happens in the netdev table; packets
 // of self's buckets reach this host's stack and its own kube-proxy.
-func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend, memo *assignMemo) {
-	index, _ := passthroughBuckets(f, svc, memo)
+func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend, memo *assignMemo, groups groupMaps) {
+	index, _, _ := passthroughBuckets(f, svc, memo, groups)
 	fwChain := ""
 	if svc.restricted {
 		fwChain = firewallChainName(svc.name)

@@ -92,13 +92,62 @@ func skeleton(f family) *Table {
 
 func desiredTable(f family, services []service, memo *assignMemo) *Table {
 	t := skeleton(f)
+	groups := groupMaps{}
 	for _, svc := range services {
-		addService(t, f, svc, memo)
+		addService(t, f, svc, memo, groups)
 	}
 	return t
 }
 
-func addService(t *Table, f family, svc service, memo *assignMemo) {
+// groupMaps are the bucket assignments of the groups of one table (see
+// Service.BucketGroup), by forwarding mode, family and group.
+type groupMaps map[string]*groupMap
+
+// groupMap is the assignment a group's services share, made for the
+// backends of the group's first service.
+type groupMap struct {
+	backends []Backend
+	index    *[BucketCount]uint8
+	choices  *BucketChoices
+}
+
+// of returns the assignment of svc's group for backends (of family f, in
+// forwarding mode kind), made by the group's first service; nil when svc
+// has no group or its backends differ from that service's: it then has an
+// assignment of its own.
+func (g groupMaps) of(kind string, f family, svc service, backends []Backend, memo *assignMemo) *groupMap {
+	if svc.group == "" {
+		return nil
+	}
+	key := kind + " " + f.ip + " group " + svc.group
+	if m, ok := g[key]; ok {
+		if sameBackends(m.backends, backends) {
+			return m
+		}
+		return nil
+	}
+	index, choices := memo.assign(key, "group "+svc.group, f, backends)
+	m := &groupMap{backends: backends, index: index, choices: choices}
+	g[key] = m
+	return m
+}
+
+// sameBackends reports whether a and b list the same backends in the same
+// order: at once when they are the same list, as the services of a group
+// usually have.
+func sameBackends(a, b []Backend) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.EqualFunc(a, b, func(x, y Backend) bool {
+		return x.Node == y.Node && x.Healthy == y.Healthy && slices.Equal(x.Addrs, y.Addrs)
+	})
+}
+
+func addService(t *Table, f family, svc service, memo *assignMemo, groups groupMaps) {
 	var frontends []frontend
 	for _, fe := range svc.frontends {
 		if f.is(fe.vip) {
@@ -109,7 +158,7 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		return
 	}
 	if svc.passthrough {
-		addPassthroughChecks(t, f, svc, frontends, memo)
+		addPassthroughChecks(t, f, svc, frontends, memo, groups)
 		return
 	}
 
@@ -120,8 +169,18 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 		backends = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !f.has(b) })
 	}
 	backends, _ = ForNewFlows(backends, svc.self)
-	memoKey := f.ip + " " + svc.name
-	index, choices := memo.assign(memoKey, svc.name, f, backends)
+	var index *[BucketCount]uint8
+	var choices *BucketChoices
+	group := groups.of("proxy", f, svc, backends, memo)
+	seed := uint32(HashSeed)
+	if group != nil {
+		index, choices, seed = group.index, group.choices, serviceSeed(svc.name)
+		if name := groupBucketMapName(svc.group); t.Maps[name] == nil {
+			t.addBucketMap(name, f.ip+" daddr", &Buckets{Index: index, Choices: choices, Family: f.nft})
+		}
+	} else {
+		index, choices = memo.assign(f.ip+" "+svc.name, svc.name, f, backends)
+	}
 	reachable := hasElements(index)
 
 	fwChain := ""
@@ -131,9 +190,11 @@ func addService(t *Table, f family, svc service, memo *assignMemo) {
 	}
 	for _, fe := range frontends {
 		chain := serviceChainName(svc.name, fe.port)
-		if _, ok := t.Chains[chain]; !ok {
+		if _, ok := t.Chains[chain]; !ok && group != nil {
+			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, seed, groupBucketMapName(svc.group), true))
+		} else if !ok {
 			bucketMap := bucketMapName(svc.name, fe.port)
-			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, bucketMap))
+			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, seed, bucketMap, false))
 			t.addBucketMap(bucketMap, dnatValueTypeOf(f, fe.port.Protocol),
 				&Buckets{Index: index, Choices: choices, NodePort: fe.port.NodePort, Family: f.nft})
 		}
@@ -171,17 +232,23 @@ func dnatValueTypeOf(f family, p Protocol) string {
 	return "ip daddr . tcp dport"
 }
 
-// dnatRule picks the bucket by jhash and DNATs to that bucket's backend,
-// looked up in the port's bucket map. nft 1.0.6 needs "meta l4proto" before
-// "dnat ... map". The rule does not depend on the backends: a change of
-// backends or health changes the map's elements only. With no element (no
-// healthy backend) the lookup fails and the rule does not match.
-func dnatRule(f family, p Port, affinity bool, bucketMap string) string {
+// dnatRule picks the bucket by a jhash seeded with seed and DNATs to that
+// bucket's backend, looked up in the port's bucket map (address . NodePort)
+// or, addrOnly, in its group's (the address; the rule adds the NodePort). nft 1.0.6
+// needs "meta l4proto" before "dnat ... map". The rule does not depend on
+// the backends: a change of backends or health changes the map's elements
+// only. With no element (no healthy backend) the lookup fails and the rule
+// does not match.
+func dnatRule(f family, p Port, affinity bool, seed uint32, bucketMap string, addrOnly bool) string {
 	key := f.ip + " saddr . th sport"
 	if affinity {
 		key = f.ip + " saddr"
 	}
-	return fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed, bucketMap)
+	rule := fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s", p.Protocol.nft(), f.ip, key, BucketCount, seed, bucketMap)
+	if addrOnly {
+		rule += " : " + strconv.Itoa(int(p.NodePort))
+	}
+	return rule
 }
 
 // has reports whether b has an address of the family.

@@ -133,6 +133,9 @@ var bucketTypeOfs = func() map[string]string {
 		}
 	}
 	out["verdict"] = bucketMapTypeOf + " : verdict"
+	for _, f := range []family{ipv4, ipv6} {
+		out[f.ip+" daddr"] = bucketMapTypeOf + " : " + f.ip + " daddr"
+	}
 	return out
 }()
 

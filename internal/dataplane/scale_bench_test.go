@@ -19,16 +19,19 @@ func (discardNFT) Run(context.Context, *knftables.Transaction) error { return ni
 func (discardNFT) ListAll(context.Context) (map[string][]string, error) { return nil, nil }
 
 // scaleState is services of one TCP port each over the same backends (one
-// list shared by every service, as the agent's Translate shares it), IPv4.
-func scaleState(services, nodes int) State {
+// list shared by every service, as the agent's Translate shares it), IPv4,
+// in one bucket group as the agent puts Services with externalTrafficPolicy
+// Cluster (group "": a map per service, as for Local).
+func scaleState(services, nodes int, group string) State {
 	backends := memoBackends(nodes)
 	st := State{}
 	for i := range services {
 		st.Services = append(st.Services, Service{
-			Name:     fmt.Sprintf("scale/svc-%04d", i),
-			VIPs:     []netip.Addr{netip.AddrFrom4([4]byte{100, 64 + byte(i>>16), byte(i >> 8), byte(i)})},
-			Ports:    []Port{{Protocol: TCP, Port: 80, NodePort: uint16(20000 + i)}},
-			Backends: backends,
+			Name:        fmt.Sprintf("scale/svc-%04d", i),
+			VIPs:        []netip.Addr{netip.AddrFrom4([4]byte{100, 64 + byte(i>>16), byte(i >> 8), byte(i)})},
+			Ports:       []Port{{Protocol: TCP, Port: 80, NodePort: uint16(20000 + i)}},
+			Backends:    backends,
+			BucketGroup: group,
 		})
 	}
 	return st
@@ -42,10 +45,21 @@ func scaleState(services, nodes int) State {
 // go to the others).
 func BenchmarkSyncerHeld5000x100(b *testing.B) {
 	const services = 5000
-	st := scaleState(services, 100)
-	b.Run("dedicated", func(b *testing.B) { benchmarkHeld(b, st) })
-	st.Self = st.Services[0].Backends[0].Node
-	b.Run("node", func(b *testing.B) { benchmarkHeld(b, st) })
+	for _, group := range []string{"", "cluster"} {
+		st := scaleState(services, 100, group)
+		b.Run("dedicated"+groupSuffix(group), func(b *testing.B) { benchmarkHeld(b, st) })
+		st.Self = st.Services[0].Backends[0].Node
+		b.Run("node"+groupSuffix(group), func(b *testing.B) { benchmarkHeld(b, st) })
+	}
+}
+
+// groupSuffix names a sub-benchmark's bucket maps: one per service, or the
+// group's.
+func groupSuffix(group string) string {
+	if group == "" {
+		return "/map-per-service"
+	}
+	return "/group-map"
 }
 
 func benchmarkHeld(b *testing.B, st State) {
@@ -79,11 +93,17 @@ func liveHeap() uint64 {
 // BenchmarkSync5000x100 is one Sync of 5,000 services on 100 nodes with
 // the transaction built but not run: a full sync (as at start and every
 // --full-sync-interval), and a partial one after a node joined or left
-// (alternately).
+// (alternately); with a bucket map per service and with the group's one.
 func BenchmarkSync5000x100(b *testing.B) {
+	for _, group := range []string{"", "cluster"} {
+		b.Run(groupSuffix(group)[1:], func(b *testing.B) { benchmarkSync(b, group) })
+	}
+}
+
+func benchmarkSync(b *testing.B, group string) {
 	const services = 5000
 	ctx := context.Background()
-	states := []State{scaleState(services, 100), scaleState(services, 101)}
+	states := []State{scaleState(services, 100, group), scaleState(services, 101, group)}
 	newSyncer := func(b *testing.B) *Syncer {
 		s := NewSyncer(discardNFT{knftables.NewFake(knftables.IPv4Family, TableName)}, nil, nil, nil).BatchBucketElements()
 		if _, err := s.Sync(ctx, states[0]); err != nil {

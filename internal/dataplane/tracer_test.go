@@ -179,7 +179,7 @@ var (
 	reSaddrNotIn   = regexp.MustCompile(`^(ip6?) saddr != \{ ([^}]*) \}\s*`)
 	reJump         = regexp.MustCompile(`^(jump|goto) (\S+)\s*`)
 	reTerminal     = regexp.MustCompile(`^(drop|accept|reject with tcp reset|reject)\s*$`)
-	reDNAT         = regexp.MustCompile(`^dnat (ip6?) to jhash (ip6?) saddr( \. th sport)? mod (\d+) seed (0x[0-9a-f]+) map @(\S+)\s*$`)
+	reDNAT         = regexp.MustCompile(`^dnat (ip6?) to jhash (ip6?) saddr( \. th sport)? mod (\d+) seed (0x[0-9a-f]+) map @(\S+)( : (\d+))?\s*$`)
 	reSNAT         = regexp.MustCompile(`^snat (ip6?) to ct original (ip6?) daddr map @(\S+)\s*$`)
 )
 
@@ -304,8 +304,9 @@ func inPrefixes(t *testing.T, a netip.Addr, set string) bool {
 }
 
 // dnat applies `dnat to jhash ... map @bucket-map` (elements "bucket :
-// addr . port"); false when the bucket has no element (the kernel's lookup
-// fails and the rule does not match).
+// addr . port"), or `... map @group-map : port` (elements "bucket :
+// addr"); false when the bucket has no element (the kernel's lookup fails
+// and the rule does not match).
 func (tr *tracer) dnat(table *knftables.FakeTable, f *flow, m []string) bool {
 	modulus, _ := strconv.ParseUint(m[4], 10, 32)
 	seed, _ := strconv.ParseUint(m[5], 0, 32)
@@ -315,6 +316,9 @@ func (tr *tracer) dnat(table *knftables.FakeTable, f *flow, m []string) bool {
 		return false
 	}
 	addr, port, ok := strings.Cut(v, " . ")
+	if m[8] != "" {
+		addr, port, ok = v, m[8], !ok
+	}
 	if !ok {
 		tr.t.Fatalf("bad map value %q", v)
 	}

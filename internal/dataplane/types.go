@@ -87,6 +87,16 @@ type Service struct {
 	SourceRanges []netip.Prefix
 	// Forwarding is Proxy ("" too) or Passthrough.
 	Forwarding Forwarding
+	// BucketGroup, when set, names services whose Backends are the same
+	// because they come from the same source (the agent: every Service
+	// checked by the same health check, which is every Service with
+	// externalTrafficPolicy Cluster). The services of a group share one
+	// bucket map per family and forwarding mode, and each picks a bucket
+	// with a jhash seeded by its own name; a node change or a node's health
+	// then rewrites the elements of that one map, not of a map per service.
+	// A service whose backends differ from those of its group's first
+	// service (by name) gets a map of its own, as one without a group does.
+	BucketGroup string
 }
 
 // Port is one forwarded port of a service.

@@ -53,6 +53,7 @@ func Problems(s State) map[string][]*ServiceProblem {
 // in a deterministic order, and only the frontends this service won.
 type service struct {
 	name     string
+	group    string // Service.BucketGroup
 	ports    []Port // sorted by protocol, then port
 	backends []Backend
 	// self is State.Self.
@@ -128,7 +129,7 @@ func normalizeService(svc Service) (service, []error) {
 	bad := func(format string, args ...any) {
 		problems = append(problems, &ServiceProblem{Service: svc.Name, Err: fmt.Errorf(format, args...)})
 	}
-	clean := service{name: svc.Name, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0}
+	clean := service{name: svc.Name, group: svc.BucketGroup, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0}
 
 	seenPorts := map[frontendKey]bool{}
 	for _, p := range svc.Ports {
