@@ -58,9 +58,9 @@ func labState() State {
 		// Two services of one bucket group: one map of addresses, each
 		// rule with its own seed and NodePort.
 		newService("lab/group-a", backends(withVIPs(labVIP.String(), labVIP6.String()),
-			withPort(TCP, 86, labTCPNodePort), withBucketGroup("cluster"))...),
+			withPort(TCP, 86, labTCPNodePort), withBucketGroup("http:10256/healthz"))...),
 		newService("lab/group-b", backends(withVIPs(labVIP.String(), labVIP6.String()),
-			withPort(TCP, 87, labTCPNodePort), withBucketGroup("cluster"))...),
+			withPort(TCP, 87, labTCPNodePort), withBucketGroup("http:10256/healthz"))...),
 	}}
 }
 

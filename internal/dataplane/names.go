@@ -59,9 +59,10 @@ func serviceSeed(service string) uint32 {
 	return h.Sum32()
 }
 
-// BucketMapName is the name of the bucket map of port p of service
-// ("namespace/name") in proxy forwarding, in either IP family's table.
-func BucketMapName(service string, p Port) string { return bucketMapName(service, p) }
+// ServiceChainName is the name of the chain of port p of service
+// ("namespace/name") in proxy forwarding, in either IP family's table: its
+// rule names the bucket map it looks up.
+func ServiceChainName(service string, p Port) string { return serviceChainName(service, p) }
 
 // bucketMapTypeOf is the key of every bucket map. The key is a jhash
 // result, but nft 1.0.6 crashes listing a map declared "typeof jhash …"

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -330,27 +332,50 @@ func (s *scaleEnv) servicePorts(ctx context.Context) int {
 	return strings.Count(out, ": goto svc-")
 }
 
-// bucketMapsWith counts the bucket maps (one per service port) of the
-// agent's IPv4 table that DNAT to addr.
-func (s *scaleEnv) bucketMapsWith(ctx context.Context, addr netip.Addr) (int, error) {
+// servicesWith counts the service ports of the agent's IPv4 table whose
+// bucket map (their own, or the one their bucket group shares) DNATs to
+// addr.
+func (s *scaleEnv) servicesWith(ctx context.Context, addr netip.Addr) (int, error) {
 	out, err := s.nft(ctx, "list", "table", "ip", "groundcloud")
 	if err != nil {
 		return 0, err
 	}
+	with := map[string]bool{}
 	n := 0
 	for _, block := range strings.Split(out, "\tmap ")[1:] {
+		name, _, _ := strings.Cut(block, " ")
 		block, _, _ = strings.Cut(block, "\tchain ")
-		if strings.HasPrefix(block, "bkt-") && strings.Contains(block, addr.String()+" . ") {
+		with[name] = mapValueHas(block, addr)
+	}
+	for _, m := range ruleMap.FindAllStringSubmatch(out, -1) {
+		if with[m[1]] {
 			n++
 		}
 	}
 	return n, nil
 }
 
-// bucketMapName is the name of the bucket map of the scale namespace's
-// Service name (its port 80) in the agent's tables.
-func bucketMapName(name string) string {
-	return dataplane.BucketMapName(scaleNamespace+"/"+name, dataplane.Port{Protocol: dataplane.TCP, Port: 80})
+// ruleMap finds the bucket map in a service port's DNAT rule.
+var ruleMap = regexp.MustCompile(`dnat (?:ip6? )?to jhash [^\n]* map @(\S+?)(:\d+)?\n`)
+
+// mapValueHas reports whether a listed map has an element whose value is
+// addr or starts with it ("addr . port").
+func mapValueHas(listing string, addr netip.Addr) bool {
+	return regexp.MustCompile(`: ` + regexp.QuoteMeta(addr.String()) + `([ ,\n}]|$)`).MatchString(listing)
+}
+
+// bucketMapOf is the bucket map the rule of the scale namespace's Service
+// name (its port 80) looks up in the agent's IPv4 table.
+func (s *scaleEnv) bucketMapOf(ctx context.Context, name string) (string, error) {
+	out, err := s.nft(ctx, "list", "chain", "ip", "groundcloud", dataplane.ServiceChainName(scaleNamespace+"/"+name, dataplane.Port{Protocol: dataplane.TCP, Port: 80}))
+	if err != nil {
+		return "", err
+	}
+	m := ruleMap.FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("no bucket map in the chain of %s:\n%s", name, out)
+	}
+	return m[1], nil
 }
 
 // mapHas reports whether the agent's IPv4 map name DNATs to addr.
@@ -359,7 +384,7 @@ func (s *scaleEnv) mapHas(ctx context.Context, name string, addr netip.Addr) (bo
 	if err != nil {
 		return false, err
 	}
-	return strings.Contains(out, addr.String()+" . "), nil
+	return mapValueHas(out, addr), nil
 }
 
 // dialUntil dials addr from the client host every 10 ms (each attempt
@@ -453,4 +478,47 @@ func fetch(ctx context.Context, c *http.Client, url, path string) error {
 		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
 	}
 	return os.WriteFile(path, body, 0o644)
+}
+
+// The listing parsers read both kinds of bucket map: a group's (addresses)
+// and a service port's own (address . NodePort).
+func TestBucketMapListing(t *testing.T) {
+	const listing = `table ip groundcloud {
+	map grp-X6OO4N4Q-http_10256/healthz {
+		typeof numgen inc mod 2 : ip daddr
+		elements = { 0 : 192.0.2.11, 1 : 192.0.2.12 }
+	}
+
+	map bkt-ZYXKTAZY-scale/svc-0001/tcp/80 {
+		typeof numgen inc mod 2 : ip daddr . tcp dport
+		elements = { 0 : 192.0.2.12 . 30001, 1 : 192.0.2.12 . 30001 }
+	}
+
+	chain svc-A-scale/svc-0000/tcp/80 {
+		dnat to jhash ip saddr . tcp sport mod 128 seed 0x68ddfeca map @grp-X6OO4N4Q-http_10256/healthz:30000
+	}
+
+	chain svc-B-scale/svc-0001/tcp/80 {
+		dnat ip to jhash ip saddr . tcp sport mod 128 seed 0x67636c64 map @bkt-ZYXKTAZY-scale/svc-0001/tcp/80
+	}
+}
+`
+	var maps []string
+	for _, m := range ruleMap.FindAllStringSubmatch(listing, -1) {
+		maps = append(maps, m[1])
+	}
+	if want := []string{"grp-X6OO4N4Q-http_10256/healthz", "bkt-ZYXKTAZY-scale/svc-0001/tcp/80"}; !slices.Equal(maps, want) {
+		t.Errorf("maps of the rules %q, want %q", maps, want)
+	}
+	group, own, _ := strings.Cut(listing, "\tmap bkt-")
+	for _, c := range []struct {
+		listing, addr string
+		want          bool
+	}{
+		{group, "192.0.2.11", true}, {group, "192.0.2.1", false}, {own, "192.0.2.12", true}, {own, "192.0.2.11", false},
+	} {
+		if got := mapValueHas(c.listing, netip.MustParseAddr(c.addr)); got != c.want {
+			t.Errorf("mapValueHas(%s) = %v, want %v", c.addr, got, c.want)
+		}
+	}
 }

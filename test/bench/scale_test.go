@@ -370,11 +370,13 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 	for i, add := range []bool{true, false} {
 		before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 		must(t, err)
-		// The agent applies a node change to every service's bucket map in
-		// one nft transaction, so the time is read on one map and every
-		// map is checked afterwards. With up to 128 nodes every node owns
-		// a bucket of every map.
-		probe := bucketMapName(scaleServiceName(0))
+		// The agent applies a node change to every bucket map (the one its
+		// Services with externalTrafficPolicy Cluster share) in one nft
+		// transaction, so the time is read on the map of one service and
+		// every service port is checked afterwards. With up to 128 nodes
+		// every node owns a bucket of every map.
+		probe, err := s.bucketMapOf(ctx, scaleServiceName(0))
+		must(t, err)
 		cpu0, err := readFootprint(s.Agent(0).Pid())
 		must(t, err)
 		start := time.Now()
@@ -401,10 +403,10 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		if initialised != nil {
 			res.initialised = <-initialised
 		}
-		n, err := s.bucketMapsWith(ctx, c.host.Addr4)
+		n, err := s.servicesWith(ctx, c.host.Addr4)
 		if err != nil || n != want {
 			res.missed = max(want-n, n-want)
-			t.Logf("node %s (added: %v): %d bucket maps DNAT to it once %s had changed, want %d (%v)", c.name, add, n, probe, want, err)
+			t.Logf("node %s (added: %v): %d service ports DNAT to it once %s had changed, want %d (%v)", c.name, add, n, probe, want, err)
 		}
 		after, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 		must(t, err)
