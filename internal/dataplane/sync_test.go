@@ -219,6 +219,16 @@ func TestPartialSyncEqualsFullSync(t *testing.T) {
 			s.Services = append(s.Services, newService("blog/www", withVIPs("192.0.2.110"), withPort(TCP, 80, 31080),
 				withBackend("node-c", true, nodeC...)))
 		}},
+		{"web and www join a bucket group", func(s *State) {
+			for i := range s.Services {
+				s.Services[i].BucketGroup = "cluster"
+			}
+			s.Services[len(s.Services)-1].Backends = slices.Clone(s.Services[0].Backends)
+		}},
+		{"node-a unhealthy in the group", func(s *State) { *s = withHealth(*s, "node-a", false) }},
+		{"www leaves the group (a switch to Local)", func(s *State) { s.Services[len(s.Services)-1].BucketGroup = "" }},
+		{"www back in the group", func(s *State) { s.Services[len(s.Services)-1].BucketGroup = "cluster" }},
+		{"web leaves the group, its map goes", func(s *State) { s.Services[0].BucketGroup = "" }},
 		{"everything removed", func(s *State) { s.Services = nil }},
 	}
 	s, v4, v6, _ := newFakeSyncer()
