@@ -45,7 +45,7 @@ const (
 	// after moreWaitBudget.
 	moreCreateBudget = 210 * time.Second
 	moreWaitBudget   = 90 * time.Second
-	scaleSample      = 50
+	scaleSample      = 50 // of the first 1,000 Services, and as many of the more
 	scaleSamplePort  = 20000 // sample k has NodePort scaleSamplePort+k: the static band of 20000-32767, which automatic allocation avoids
 	scaleWorkers     = 32
 	scaleNamespace   = "scale"
@@ -80,7 +80,7 @@ func startScaleEnv(t *testing.T) *scaleEnv {
 	tools, err := testbed.ToolsDir(t.Context())
 	must(t, err)
 	var ports []uint16
-	for k := range scaleSample {
+	for k := range 2 * scaleSample {
 		ports = append(ports, uint16(scaleSamplePort+k))
 	}
 	var machines strings.Builder
@@ -214,6 +214,10 @@ func scaleServiceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
 func isSample(i int) (int, bool) {
 	if i < scaleServices && i%(scaleServices/scaleSample) == 0 {
 		return i / (scaleServices / scaleSample), true
+	}
+	// Of the more Services, every 80th: samples scaleSample and up.
+	if m := i - scaleServices; m >= 0 && m < scaleMore && m%(scaleMore/scaleSample) == 0 {
+		return scaleSample + m/(scaleMore/scaleSample), true
 	}
 	return 0, false
 }

@@ -31,7 +31,8 @@ func (r *scaleResult) line() string {
 		"agent_kill_map_ms=%d agent_kill_failed=%d agent_term_map_ms=%d agent_term_sample_ms=%d agent_term_failed=%d agent_term_attempts=%d "+
 		"node_add_lb_writes=%d node_add_ruleset_ms=%d node_add_agent_cpu_ms=%d node_remove_lb_writes=%d node_remove_ruleset_ms=%d node_remove_agent_cpu_ms=%d "+
 		"ccm_rss_1000_mib=%d agent_rss_1000_mib=%d more_created=%d more_create_ms=%d more_addressed=%d more_addressed_ms=%d more_map_ms=%d ccm_rss_5000_mib=%d ccm_hwm_5000_mib=%d agent_rss_5000_mib=%d agent_hwm_5000_mib=%d ccm_cpu_4000_s=%.1f agent_cpu_4000_s=%.1f "+
-		"more_node_add_lb_writes=%d more_node_add_ruleset_ms=%d more_node_add_agent_cpu_ms=%d more_node_remove_lb_writes=%d more_node_remove_ruleset_ms=%d more_node_remove_agent_cpu_ms=%d",
+		"more_node_add_lb_writes=%d more_node_add_ruleset_ms=%d more_node_add_agent_cpu_ms=%d more_node_remove_lb_writes=%d more_node_remove_ruleset_ms=%d more_node_remove_agent_cpu_ms=%d "+
+		"more_to_traffic_p50_ms=%d more_to_traffic_p99_ms=%d more_to_traffic_max_ms=%d",
 		scaleServices, scaleNodes, r.created.Milliseconds(), r.allAddressed.Milliseconds(),
 		percentile(r.toTraffic, 50).Milliseconds(), percentile(r.toTraffic, 99).Milliseconds(), percentile(r.toTraffic, 100).Milliseconds(),
 		float64(r.scaleWrites.components())/scaleServices, r.scaleWrites["loadbalancers"], r.scaleWrites["loadbalancers/status"],
@@ -46,7 +47,8 @@ func (r *scaleResult) line() string {
 		r.footprint5000[0].RSS>>20, r.footprint5000[0].HWM>>20, r.footprint5000[1].RSS>>20, r.footprint5000[1].HWM>>20,
 		r.moreCPU[0].Seconds(), r.moreCPU[1].Seconds(),
 		r.churnMore[0].writes.loadBalancers(), r.churnMore[0].ruleset.Milliseconds(), r.churnMore[0].agentCPU.Milliseconds(),
-		r.churnMore[1].writes.loadBalancers(), r.churnMore[1].ruleset.Milliseconds(), r.churnMore[1].agentCPU.Milliseconds())
+		r.churnMore[1].writes.loadBalancers(), r.churnMore[1].ruleset.Milliseconds(), r.churnMore[1].agentCPU.Milliseconds(),
+		percentile(r.moreToTraffic, 50).Milliseconds(), percentile(r.moreToTraffic, 99).Milliseconds(), percentile(r.moreToTraffic, 100).Milliseconds())
 }
 
 func scaleSection(t *testing.T, r *scaleResult) string {
@@ -99,6 +101,9 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 	row(fmt.Sprintf("%d more Services (of %d planned; no new create after %s): creating them / until every one has an address (%d did)", r.moreCreated, scaleMore, seconds(moreCreateBudget), r.moreAddressedN),
 		fmt.Sprintf("%s / %s", seconds(r.moreCreateTime), seconds(r.moreAddressed)), "", "")
 	row(fmt.Sprintf("the same: until the agent's map holds all %d (0: not within %s)", scaleServices+r.moreAddressedN, seconds(moreWaitBudget)), seconds(r.moreRuleset), "", "")
+	mt := func(p int) time.Duration { return percentile(r.moreToTraffic, p) }
+	row(fmt.Sprintf("the same, from %d to %d Services: address → first connection through the VIP, sample of %d (p50 / p99 / max)", scaleServices, scaleServices+r.moreAddressedN, len(r.moreToTraffic)),
+		fmt.Sprintf("%s / %s / %s", seconds(mt(50)), seconds(mt(99)), seconds(mt(100))), "p99 ≤ 1 s", verdict(len(r.moreToTraffic) > 0 && mt(99) <= goalToTraffic))
 	for i, who := range []string{"controller manager", "agent"} {
 		f1, f5 := r.footprint1000[i], r.footprint5000[i]
 		goal := uint64(goalCCMBytes)
@@ -121,6 +126,7 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 	b.WriteString(scaleMethod)
 	fmt.Fprintf(&b, "\n### Raw numbers\n\n```\n%s\n", r.line())
 	fmt.Fprintf(&b, "address→traffic ms (sample): %s\n", msList(r.toTraffic))
+	fmt.Fprintf(&b, "address→traffic ms (sample of the more): %s\n", msList(r.moreToTraffic))
 	fmt.Fprintf(&b, "writes while creating %d (until the counters were still for 3 s: %v): %s\n", scaleServices, r.scaleQuiet, r.scaleWrites)
 	fmt.Fprintf(&b, "writes on controller manager restart (still afterwards: %v): %s\n", r.ccmQuiet, r.ccmWrites)
 	for i, what := range []string{"add", "remove"} {

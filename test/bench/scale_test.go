@@ -28,6 +28,7 @@ type scaleResult struct {
 	allAddressed  time.Duration   // from the first create until the last got an address
 	toAddress     []time.Duration // per service, create call to address
 	toTraffic     []time.Duration // sample: address to first connection
+	moreToTraffic []time.Duration // the same, of the more Services while they are created
 	scaleWrites   writes
 	scaleQuiet    bool
 	footprint1000 [2]footprint // controller manager, agent
@@ -340,7 +341,7 @@ func (s *scaleEnv) churnHost(t *testing.T) *churnHost {
 	h, err := s.Lab.AddHost(ctx, name, lab.HostOptions{})
 	must(t, err)
 	var ports []string
-	for k := range scaleSample {
+	for k := range 2 * scaleSample {
 		ports = append(ports, fmt.Sprint(scaleSamplePort+k))
 	}
 	p, err := h.Start(context.Background(), logFile(s.Opts.Dir, name+".log"), nodesimBinary,
@@ -449,11 +450,46 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	w, err := watchAddresses(ctx, s.fast)
 	must(t, err)
 	defer w.stop()
+	// The sample of the more Services, as in scale: address → first
+	// connection, while the others are being created.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var sampleErrs []error
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := scaleServices; i < scaleServices+scaleMore; i++ {
+		if _, ok := isSample(i); !ok {
+			continue
+		}
+		wg.Go(func() {
+			at, ip, err := w.wait(sctx, scaleServiceName(i))
+			if err != nil {
+				return // not created within the budget
+			}
+			done, err := s.dialUntil(sctx, netip.AddrPortFrom(netip.MustParseAddr(ip), 80))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				sampleErrs = append(sampleErrs, err)
+				return
+			}
+			r.moreToTraffic = append(r.moreToTraffic, done.Sub(at))
+		})
+	}
 	start := time.Now()
 	n, end, err := s.createServicesUntil(ctx, scaleServices, scaleServices+scaleMore, start.Add(moreCreateBudget))
 	must(t, err)
 	r.moreCreated, r.moreCreateTime = n, time.Since(start)
 	t.Logf("created %d more services in %s", n, r.moreCreateTime.Round(time.Millisecond))
+	defer func() {
+		time.AfterFunc(moreWaitBudget, cancel)
+		wg.Wait()
+		if len(sampleErrs) > 0 {
+			t.Errorf("%d sampled services of the more carried no traffic within %s; first: %v", len(sampleErrs), moreWaitBudget, sampleErrs[0])
+		}
+		t.Logf("address to traffic while creating the more (sample of %d): p50 %s p99 %s max %s", len(r.moreToTraffic),
+			percentile(r.moreToTraffic, 50), percentile(r.moreToTraffic, 99), percentile(r.moreToTraffic, 100))
+	}()
 	pollUntil(ctx, 100*time.Millisecond, moreWaitBudget, func() bool {
 		k, _ := w.count(scaleServices, end)
 		return k == n
