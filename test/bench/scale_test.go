@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -128,32 +129,9 @@ func (s *scaleEnv) scale(t *testing.T, r *scaleResult) {
 	before, err := readWrites(ctx, s.fast)
 	must(t, err)
 
-	// The sample: one goroutine per Service waits for its address, then
-	// dials through it until a connection succeeds.
-	var mu sync.Mutex
-	var sampleErrs []error
-	var wg sync.WaitGroup
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	for i := range scaleServices {
-		if _, ok := isSample(i); !ok {
-			continue
-		}
-		wg.Go(func() {
-			at, ip, err := w.wait(sctx, scaleServiceName(i))
-			var done time.Time
-			if err == nil {
-				done, err = s.dialUntil(sctx, netip.AddrPortFrom(netip.MustParseAddr(ip), 80))
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				sampleErrs = append(sampleErrs, err)
-				return
-			}
-			r.toTraffic = append(r.toTraffic, done.Sub(at))
-		})
-	}
+	sample := s.trafficSample(sctx, w, 0, scaleServices)
 
 	start := time.Now()
 	must(t, s.createServices(ctx, 0, scaleServices))
@@ -174,7 +152,8 @@ func (s *scaleEnv) scale(t *testing.T, r *scaleResult) {
 	}
 	w.mu.Unlock()
 	t.Logf("all %d services had an address %s after the first create", scaleServices, r.allAddressed.Round(time.Millisecond))
-	wg.Wait()
+	var sampleErrs []error
+	r.toTraffic, sampleErrs = sample()
 	if len(sampleErrs) > 0 {
 		t.Fatalf("%d of %d sampled services carried no traffic within 5 minutes; first: %v", len(sampleErrs), scaleSample, sampleErrs[0])
 	}
@@ -450,32 +429,11 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	w, err := watchAddresses(ctx, s.fast)
 	must(t, err)
 	defer w.stop()
-	// The sample of the more Services, as in scale: address → first
-	// connection, while the others are being created.
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var sampleErrs []error
+	// The sample of the more Services, as in scale, while the others are
+	// being created.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i := scaleServices; i < scaleServices+scaleMore; i++ {
-		if _, ok := isSample(i); !ok {
-			continue
-		}
-		wg.Go(func() {
-			at, ip, err := w.wait(sctx, scaleServiceName(i))
-			if err != nil {
-				return // not created within the budget
-			}
-			done, err := s.dialUntil(sctx, netip.AddrPortFrom(netip.MustParseAddr(ip), 80))
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				sampleErrs = append(sampleErrs, err)
-				return
-			}
-			r.moreToTraffic = append(r.moreToTraffic, done.Sub(at))
-		})
-	}
+	sample := s.trafficSample(sctx, w, scaleServices, scaleServices+scaleMore)
 	start := time.Now()
 	n, end, err := s.createServicesUntil(ctx, scaleServices, scaleServices+scaleMore, start.Add(moreCreateBudget))
 	must(t, err)
@@ -483,7 +441,10 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	t.Logf("created %d more services in %s", n, r.moreCreateTime.Round(time.Millisecond))
 	defer func() {
 		time.AfterFunc(moreWaitBudget, cancel)
-		wg.Wait()
+		var sampleErrs []error
+		r.moreToTraffic, sampleErrs = sample()
+		// Those never created (the budget) never got an address.
+		sampleErrs = slices.DeleteFunc(sampleErrs, func(err error) bool { return errors.Is(err, errNoAddress) })
 		if len(sampleErrs) > 0 {
 			t.Errorf("%d sampled services of the more carried no traffic within %s; first: %v", len(sampleErrs), moreWaitBudget, sampleErrs[0])
 		}
@@ -512,6 +473,45 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	}
 	t.Logf("%d more services (of %d planned): %d addressed after %s, the agent's map held them after %s (0: not within %s)",
 		n, scaleMore, k, r.moreAddressed.Round(time.Millisecond), r.moreRuleset.Round(time.Millisecond), moreWaitBudget)
+}
+
+// errNoAddress: a sampled Service got no address.
+var errNoAddress = errors.New("no address")
+
+// trafficSample starts, for each sampled Service in [from, to), a goroutine
+// that waits for its address and then dials through it until a connection
+// succeeds, until ctx ends. The function it returns waits for them and
+// returns the times from address to first connection, and the errors.
+func (s *scaleEnv) trafficSample(ctx context.Context, w *addressWatch, from, to int) func() ([]time.Duration, []error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var times []time.Duration
+	var errs []error
+	for i := from; i < to; i++ {
+		if _, ok := isSample(i); !ok {
+			continue
+		}
+		wg.Go(func() {
+			at, ip, err := w.wait(ctx, scaleServiceName(i))
+			var done time.Time
+			if err != nil {
+				err = fmt.Errorf("%s: %w: %w", scaleServiceName(i), errNoAddress, err)
+			} else {
+				done, err = s.dialUntil(ctx, netip.AddrPortFrom(netip.MustParseAddr(ip), 80))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			times = append(times, done.Sub(at))
+		})
+	}
+	return func() ([]time.Duration, []error) {
+		wg.Wait()
+		return times, errs
+	}
 }
 
 func joinComma(s []string) string {
