@@ -96,6 +96,12 @@ func checkPassthrough(t *testing.T, c *cluster.Cluster) {
 		t.Run("Local over "+family(vip)+": every connection reaches a Pod that sees the client's own address", func(t *testing.T) {
 			url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 80))
 			waitServing(t, lbClient(client), url)
+			// A node whose Pod became ready lately passes its health check
+			// a probe later, and takes its buckets then: the connections in
+			// flight in them at that moment go to it mid-flow (passthrough
+			// keeps no state per flow). Wait until every node with a ready
+			// Pod answers, as the hosts then no longer change their buckets.
+			waitAnsweredByPodNodes(t, c, ns, "local", lbClient(client), url)
 			byNode := map[string]int{}
 			for i := range 40 {
 				a, err := get(t.Context(), lbClient(client), url)
@@ -487,4 +493,39 @@ func dialFromPid(pid int, addr netip.AddrPort) (string, error) {
 	}()
 	r := <-done
 	return r.line, r.err
+}
+
+// waitAnsweredByPodNodes waits until connections through url have been
+// answered by every node that runs a ready Pod of app in ns.
+func waitAnsweredByPodNodes(t *testing.T, c *cluster.Cluster, ns, app string, client *http.Client, url string) {
+	t.Helper()
+	want := map[string]bool{}
+	seen := map[string]bool{}
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if len(want) == 0 {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range pods.Items {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.Spec.NodeName != "" {
+						want[p.Spec.NodeName] = true
+					}
+				}
+			}
+		}
+		if a, err := get(ctx, client, url); err == nil {
+			seen[a.node] = true
+		}
+		for n := range want {
+			if !seen[n] {
+				return false, nil
+			}
+		}
+		return len(want) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: answered by %v, want every node with a ready Pod of %s: %v", url, seen, app, want)
+	}
 }
