@@ -92,6 +92,7 @@ func normalize(s State) ([]service, []error) {
 
 	var out []service
 	claimed := map[frontendKey]string{}
+	var checked cleanCache
 	for i, svc := range byName {
 		if svc.Name == "" {
 			problems = append(problems, errors.New("service with an empty name"))
@@ -101,7 +102,7 @@ func normalize(s State) ([]service, []error) {
 			problems = append(problems, fmt.Errorf("service %q: listed more than once; only the first is programmed", svc.Name))
 			continue
 		}
-		clean, p := normalizeService(svc)
+		clean, p := normalizeService(svc, &checked)
 		clean.self = s.Self
 		problems = append(problems, p...)
 		if !normalizeForwarding(s, svc, &clean, &problems) {
@@ -124,7 +125,30 @@ func normalize(s State) ([]service, []error) {
 	return out, problems
 }
 
-func normalizeService(svc Service) (service, []error) {
+// cleanCache remembers the last backend list cleanBackends passed: the
+// services of one State usually share one list (the agent's Translate
+// shares it), which is then checked once, not once per service.
+type cleanCache struct {
+	first *Backend
+	n     int
+}
+
+// clean is cleanBackends(backends), remembered for the last list that
+// passed.
+func (c *cleanCache) clean(backends []Backend) bool {
+	if len(backends) > 0 && c.first == &backends[0] && c.n == len(backends) {
+		return true
+	}
+	if !cleanBackends(backends) {
+		return false
+	}
+	if len(backends) > 0 {
+		c.first, c.n = &backends[0], len(backends)
+	}
+	return true
+}
+
+func normalizeService(svc Service, checked *cleanCache) (service, []error) {
 	var problems []error
 	bad := func(format string, args ...any) {
 		problems = append(problems, &ServiceProblem{Service: svc.Name, Err: fmt.Errorf(format, args...)})
@@ -152,7 +176,7 @@ func normalizeService(svc Service) (service, []error) {
 		return int(a.Port) - int(b.Port)
 	})
 
-	if cleanBackends(svc.Backends) {
+	if checked.clean(svc.Backends) {
 		// Nothing to drop or sort (the usual case): use the list as it is,
 		// shared with the caller, who may share it among services.
 		clean.backends = svc.Backends
