@@ -168,10 +168,6 @@ func NewCommand() *cobra.Command {
 func (o *Options) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	memlimit.Apply(logger)
-	// The agent's heap is mostly the LoadBalancer cache and one sync's
-	// garbage; half the default growth keeps its memory at 5,000
-	// Services within 100 MiB (docs/benchmarks.md, Scale).
-	memlimit.SetGCPercent(logger, gcPercent)
 	cfg, err := o.restConfig()
 	if err != nil {
 		return err
@@ -299,6 +295,3 @@ func serveMetrics(ctx context.Context, addr string, profiling bool, stuck func()
 	}()
 	return nil
 }
-
-// gcPercent is the agent's GOGC unless the environment sets one.
-const gcPercent = 50

@@ -99,15 +99,3 @@ func Apply(logger klog.Logger) {
 		logger.Info("Go runtime memory limit set from the container's", "bytes", soft, "fraction", Fraction)
 	}
 }
-
-// SetGCPercent sets the garbage collector's target percentage to percent
-// unless GOGC is set (an explicit setting always wins), and says what it
-// did. A lower percentage keeps the heap closer to the live data for more
-// collections: a trade of CPU for memory.
-func SetGCPercent(logger klog.Logger, percent int) {
-	if os.Getenv("GOGC") != "" {
-		return
-	}
-	debug.SetGCPercent(percent)
-	logger.V(2).Info("Go garbage collector target set", "GOGC", percent)
-}

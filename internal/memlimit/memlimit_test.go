@@ -3,10 +3,7 @@ package memlimit
 import (
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-
-	"k8s.io/klog/v2"
 )
 
 func TestCgroupLimit(t *testing.T) {
@@ -53,19 +50,5 @@ func TestSetLeavesAnExplicitLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "100MiB")
 	if got, err := Set(); got != 0 || err != nil {
 		t.Errorf("Set() = %d, %v with GOMEMLIMIT set; want 0, nil", got, err)
-	}
-}
-
-func TestSetGCPercent(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	t.Setenv("GOGC", "")
-	SetGCPercent(klog.Background(), 37)
-	if got := debug.SetGCPercent(100); got != 37 {
-		t.Errorf("GOGC unset: percentage %d, want 37", got)
-	}
-	t.Setenv("GOGC", "80")
-	SetGCPercent(klog.Background(), 37)
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("GOGC=80 in the environment: percentage changed to %d", got)
 	}
 }
