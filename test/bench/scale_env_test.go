@@ -275,6 +275,9 @@ func (s *scaleEnv) createService(ctx context.Context, i int) error {
 // footprint is one process's memory and CPU.
 type footprint struct {
 	RSS, HWM uint64        // bytes
+	// Anon and File split RSS: the heap and the runtime's other memory,
+	// and the pages of the binary (and other files) it has touched.
+	Anon, File uint64
 	CPU      time.Duration // user + system since the process started
 }
 
@@ -295,6 +298,10 @@ func readFootprint(pid int) (footprint, error) {
 			f.RSS = kb << 10
 		case "VmHWM:":
 			f.HWM = kb << 10
+		case "RssAnon:":
+			f.Anon = kb << 10
+		case "RssFile:":
+			f.File = kb << 10
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -116,6 +116,8 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 		}
 		row(fmt.Sprintf("%s RSS at %d / %d (peak at %d)", who, scaleServices, total, total),
 			fmt.Sprintf("%s / %s (%s)", mib(f1.RSS), mib(f5.RSS), mib(f5.HWM)), fmt.Sprintf("≤ %s at %d", mib(goal), scaleServices+scaleMore), v)
+		row(fmt.Sprintf("of which anonymous (heap, runtime) / file-backed (the binary's pages) at %d", total),
+			fmt.Sprintf("%s / %s", mib(f5.Anon), mib(f5.File)), "", "")
 		row(fmt.Sprintf("%s CPU for the %d more Services", who, r.moreCreated), fmt.Sprintf("%.1f s", r.moreCPU[i].Seconds()), "", "")
 	}
 	if r.moreCreated > 0 {
