@@ -45,7 +45,7 @@ const (
 	// after moreWaitBudget.
 	moreCreateBudget = 210 * time.Second
 	moreWaitBudget   = 90 * time.Second
-	scaleSample      = 50 // of the first 1,000 Services, and as many of the more
+	scaleSample      = 50    // of the first 1,000 Services, and as many of the more
 	scaleSamplePort  = 20000 // sample k has NodePort scaleSamplePort+k: the static band of 20000-32767, which automatic allocation avoids
 	scaleWorkers     = 32
 	scaleNamespace   = "scale"
@@ -274,11 +274,11 @@ func (s *scaleEnv) createService(ctx context.Context, i int) error {
 
 // footprint is one process's memory and CPU.
 type footprint struct {
-	RSS, HWM uint64        // bytes
+	RSS, HWM uint64 // bytes
 	// Anon and File split RSS: the heap and the runtime's other memory,
 	// and the pages of the binary (and other files) it has touched.
 	Anon, File uint64
-	CPU      time.Duration // user + system since the process started
+	CPU        time.Duration // user + system since the process started
 }
 
 func readFootprint(pid int) (footprint, error) {
