@@ -17,8 +17,14 @@ type runnerHarness struct {
 	took  chan time.Duration // how long the next sync takes (fake time)
 }
 
-func startRunner(t *testing.T, minInterval, maxInterval time.Duration) (*Runner, *runnerHarness) {
+// startRunner starts a runner on a fake clock. prefill (may be nil) queues
+// what the first syncs do (h.took, h.fail) before it starts: the first
+// sync runs at once and would otherwise miss what the test queues after.
+func startRunner(t *testing.T, minInterval, maxInterval time.Duration, prefill func(h *runnerHarness)) (*Runner, *runnerHarness) {
 	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10), took: make(chan time.Duration, 10)}
+	if prefill != nil {
+		prefill(h)
+	}
 	r := newRunner(func(context.Context) error {
 		h.calls <- h.clock.Now()
 		select {
@@ -83,7 +89,7 @@ func (h *runnerHarness) step(d time.Duration) {
 }
 
 func TestRunnerCoalescesRequestsWithinMinInterval(t *testing.T) {
-	r, h := startRunner(t, time.Second, 0)
+	r, h := startRunner(t, time.Second, 0, nil)
 	start := h.clock.Now()
 	h.expectSync(start) // at start
 	r.Request()
@@ -96,7 +102,7 @@ func TestRunnerCoalescesRequestsWithinMinInterval(t *testing.T) {
 }
 
 func TestRunnerSyncsAtMaxInterval(t *testing.T) {
-	_, h := startRunner(t, time.Second, time.Minute)
+	_, h := startRunner(t, time.Second, time.Minute, nil)
 	start := h.clock.Now()
 	h.expectSync(start)
 	h.step(time.Minute)
@@ -104,8 +110,7 @@ func TestRunnerSyncsAtMaxInterval(t *testing.T) {
 }
 
 func TestRunnerRetriesAfterFailure(t *testing.T) {
-	_, h := startRunner(t, time.Second, 0)
-	h.fail <- errors.New("injected failure")
+	_, h := startRunner(t, time.Second, 0, func(h *runnerHarness) { h.fail <- errors.New("injected failure") })
 	start := h.clock.Now()
 	h.expectSync(start)
 	h.step(time.Second)
@@ -114,9 +119,8 @@ func TestRunnerRetriesAfterFailure(t *testing.T) {
 }
 
 func TestRunnerRestsTwiceAsLongAsASyncTook(t *testing.T) {
-	r, h := startRunner(t, 100*time.Millisecond, 0)
+	r, h := startRunner(t, 100*time.Millisecond, 0, func(h *runnerHarness) { h.took <- 300 * time.Millisecond })
 	t0 := time.Unix(1000, 0)
-	h.took <- 300 * time.Millisecond
 	h.expectSync(t0) // takes until t0+300ms: the next no sooner than t0+900ms
 	r.Request()
 	h.step(500 * time.Millisecond) // t0+800ms
