@@ -276,6 +276,7 @@ func TestCheckerRetriesNewTargetsThatRefuse(t *testing.T) {
 	start := env.clock.Now()
 	env.run()
 	refusedProbes := 0
+	var probedAt []time.Duration
 	answer := func(c probeCall) {
 		switch c.target {
 		case failing:
@@ -288,13 +289,14 @@ func TestCheckerRetriesNewTargetsThatRefuse(t *testing.T) {
 			c.reply <- nil
 		default:
 			refusedProbes++
+			probedAt = append(probedAt, env.clock.Since(start))
 			c.reply <- refused
 		}
 	}
 	for range 3 {
 		answer(env.expectProbe())
 	}
-	env.idle()
+	env.idle(answer)
 	if got := env.checker.State(failing); got != Unhealthy {
 		t.Errorf("a target whose first probe failed otherwise: %v, want unhealthy", got)
 	}
@@ -308,16 +310,7 @@ func TestCheckerRetriesNewTargetsThatRefuse(t *testing.T) {
 			t.Fatalf("%s still unknown %s after its first probe", absent, env.clock.Since(start))
 		}
 		env.step(interval / notListeningRetries)
-		for {
-			select {
-			case c := <-env.prober.calls:
-				answer(c)
-				continue
-			case <-time.After(50 * time.Millisecond):
-			}
-			break
-		}
-		env.idle()
+		env.idle(answer)
 		if env.clock.Since(start) >= interval/4 && env.checker.State(late) != Healthy {
 			t.Fatalf("%s answered at +%s: %v, want healthy", late, env.clock.Since(start), env.checker.State(late))
 		}
@@ -326,17 +319,25 @@ func TestCheckerRetriesNewTargetsThatRefuse(t *testing.T) {
 		t.Errorf("%s refused every probe: %v after %s, want unhealthy once an interval has passed", absent, got, elapsed)
 	}
 	if refusedProbes < notListeningRetries {
-		t.Errorf("%s probed %d times in its first interval, want %d", absent, refusedProbes, notListeningRetries)
+		t.Errorf("%s probed %d times in its first interval, want %d: at %v", absent, refusedProbes, notListeningRetries, probedAt)
 	}
 }
 
 // refused is the error of a probe whose connection is refused.
 var refused = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 
-// idle waits until no probe is in flight and the scheduler sleeps.
-func (env *checkerEnv) idle() {
+// idle answers probes with answer until none is in flight and the
+// scheduler sleeps on the clock with no wake-up pending (one pending means
+// it is about to dispatch a probe the last result scheduled).
+func (env *checkerEnv) idle(answer func(probeCall)) {
 	env.t.Helper()
 	waitFor(env.t, func() bool {
+		select {
+		case c := <-env.prober.calls:
+			answer(c)
+			return false
+		default:
+		}
 		env.checker.mu.RLock()
 		defer env.checker.mu.RUnlock()
 		for _, e := range env.checker.targets {
@@ -344,7 +345,7 @@ func (env *checkerEnv) idle() {
 				return false
 			}
 		}
-		return env.clock.HasWaiters()
+		return env.clock.HasWaiters() && len(env.checker.wake) == 0
 	})
 }
 
