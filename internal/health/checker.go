@@ -289,30 +289,27 @@ func (c *Checker) record(ctx context.Context, j job, err error) {
 	e := j.entry
 	e.inFlight = false
 	old := e.status.State()
-	if now := c.clock.Now(); old == Unknown && notListening(err) && now.Sub(e.first) < c.opts.Interval {
-		// Nothing listens on the port yet. For a healthCheckNodePort just
-		// allocated (a Service created or switched to Local) that is
-		// kube-proxy not having synced the Service, which says nothing
-		// of the node's Pods: the target stays Unknown and is probed
-		// again soon, for one interval; then a refusal counts.
+	// Nothing listens on the port yet. For a healthCheckNodePort just
+	// allocated (a Service created or switched to Local) that is
+	// kube-proxy not having synced the Service, which says nothing of the
+	// node's Pods: the target stays Unknown and is probed again soon, for
+	// one interval; then a refusal counts.
+	now := c.clock.Now()
+	retry := old == Unknown && notListening(err) && now.Sub(e.first) < c.opts.Interval
+	changed, state := false, old
+	if retry {
 		e.next = now.Add(c.opts.Interval / notListeningRetries)
-		wake := c.waitingUntil.IsZero() || e.next.Before(c.waitingUntil)
-		c.mu.Unlock()
-		if wake {
-			signal(c.wake)
+	} else {
+		changed = e.status.Observe(err == nil)
+		state = e.status.State()
+		if changed {
+			c.counts[old]--
+			c.counts[state]++
+			recordTargets(c.counts)
 		}
-		klog.FromContext(ctx).V(4).Info("Health check target not listening yet", "target", j.target.String(), "err", err)
-		return
-	}
-	changed := e.status.Observe(err == nil)
-	state := e.status.State()
-	if changed {
-		c.counts[old]--
-		c.counts[state]++
-		recordTargets(c.counts)
-	}
-	if old == Unknown {
-		c.releaseWaiters()
+		if old == Unknown {
+			c.releaseWaiters()
+		}
 	}
 	// The scheduler skipped this target while it was in flight; wake it
 	// unless it wakes by itself in time.
@@ -321,6 +318,10 @@ func (c *Checker) record(ctx context.Context, j job, err error) {
 
 	if wake {
 		signal(c.wake)
+	}
+	if retry {
+		klog.FromContext(ctx).V(4).Info("Health check target not listening yet", "target", j.target.String(), "err", err)
+		return
 	}
 	logger := klog.FromContext(ctx)
 	switch {
