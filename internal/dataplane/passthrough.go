@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"sigs.k8s.io/knftables"
@@ -156,16 +157,26 @@ func bucketRule(f family, affinity bool, seed uint32, bucketMap string) string {
 // the interface counts as unhealthy: listed, so that its buckets come back
 // to it, but given none.
 func passthroughBuckets(f family, svc service, memo *assignMemo, groups groupMaps) (*[BucketCount]uint8, *BucketChoices, bool) {
-	var backends []Backend
-	for _, b := range svc.backends {
+	// Copied only when a backend must go or be marked (this runs for
+	// every passthrough service twice per family on every sync): the
+	// services of a group then share the list, which groups.of compares
+	// at once.
+	backends := svc.backends
+	if slices.ContainsFunc(backends, func(b Backend) bool {
 		a := firstAddr(f, b)
-		if !a.IsValid() {
-			continue
+		return !a.IsValid() || (b.Healthy && !onLink(svc.links, a))
+	}) {
+		backends = nil
+		for _, b := range svc.backends {
+			a := firstAddr(f, b)
+			if !a.IsValid() {
+				continue
+			}
+			if b.Healthy && !onLink(svc.links, a) {
+				b.Healthy = false
+			}
+			backends = append(backends, b)
 		}
-		if b.Healthy && !onLink(svc.links, a) {
-			b.Healthy = false
-		}
-		backends = append(backends, b)
 	}
 	if g := groups.of("passthrough", f, svc, backends, memo); g != nil {
 		return g.index, g.choices, true

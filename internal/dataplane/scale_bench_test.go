@@ -131,3 +131,19 @@ func benchmarkSync(b *testing.B, group string) {
 		}
 	})
 }
+
+// BenchmarkDesiredPassthrough5000x100 is the plan (no transaction) of
+// 5,000 passthrough services of one bucket group on 100 nodes, as every
+// sync computes it.
+func BenchmarkDesiredPassthrough5000x100(b *testing.B) {
+	st := scaleState(5000, 100, "cluster")
+	for i := range st.Services {
+		st.Services[i].Forwarding = Passthrough
+	}
+	st.Interface = "eth0"
+	services, _ := normalize(st)
+	memo := newAssignMemo()
+	for b.Loop() {
+		desired(services, memo)
+	}
+}
