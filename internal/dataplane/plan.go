@@ -190,9 +190,11 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 	}
 	for _, fe := range frontends {
 		chain := serviceChainName(svc.name, fe.port)
-		if _, ok := t.Chains[chain]; !ok && group != nil {
+		switch _, ok := t.Chains[chain]; {
+		case ok:
+		case group != nil:
 			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, seed, groupBucketMapName(svc.group), true))
-		} else if !ok {
+		default:
 			bucketMap := bucketMapName(svc.name, fe.port)
 			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, seed, bucketMap, false))
 			t.addBucketMap(bucketMap, dnatValueTypeOf(f, fe.port.Protocol),
