@@ -38,7 +38,7 @@ func (p *ServiceProblem) Unwrap() error { return p.Err }
 // each service that Desired leaves out. Problems of no single service (a
 // service without a name, or listed twice) are not in it.
 func Problems(s State) map[string][]*ServiceProblem {
-	_, problems := normalize(s)
+	_, problems := check(s, false)
 	out := map[string][]*ServiceProblem{}
 	for _, err := range problems {
 		var p *ServiceProblem
@@ -85,12 +85,19 @@ type frontendKey struct {
 // normalize returns the programmable part of s, services sorted by name, and
 // a problem for each part left out. When two services claim the same VIP,
 // protocol and port, the one whose name sorts first keeps it.
-func normalize(s State) ([]service, []error) {
+func normalize(s State) ([]service, []error) { return check(s, true) }
+
+// check is normalize, which returns the cleaned services only when keep is
+// set (Problems needs only the problems).
+func check(s State, keep bool) ([]service, []error) {
 	var problems []error
 	byName := slices.Clone(s.Services)
 	slices.SortStableFunc(byName, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
 
 	var out []service
+	if keep {
+		out = make([]service, 0, len(byName))
+	}
 	claimed := map[frontendKey]string{}
 	var checked cleanCache
 	for i, svc := range byName {
@@ -120,7 +127,9 @@ func normalize(s State) ([]service, []error) {
 				clean.frontends = append(clean.frontends, frontend{vip, port})
 			}
 		}
-		out = append(out, clean)
+		if keep {
+			out = append(out, clean)
+		}
 	}
 	return out, problems
 }
@@ -155,17 +164,16 @@ func normalizeService(svc Service, checked *cleanCache) (service, []error) {
 	}
 	clean := service{name: svc.Name, group: svc.BucketGroup, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0}
 
-	seenPorts := map[frontendKey]bool{}
+	clean.ports = make([]Port, 0, len(svc.Ports))
 	for _, p := range svc.Ports {
 		switch {
 		case p.Protocol.nft() == "":
 			bad("port %q: unsupported protocol %q", p.Name, p.Protocol)
 		case p.Port == 0 || p.NodePort == 0:
 			bad("port %q: port and nodePort must be set (got %d and %d)", p.Name, p.Port, p.NodePort)
-		case seenPorts[frontendKey{proto: p.Protocol, port: p.Port}]:
+		case slices.ContainsFunc(clean.ports, func(q Port) bool { return q.Protocol == p.Protocol && q.Port == p.Port }):
 			bad("port %s/%d listed more than once", p.Protocol, p.Port)
 		default:
-			seenPorts[frontendKey{proto: p.Protocol, port: p.Port}] = true
 			clean.ports = append(clean.ports, p)
 		}
 	}
