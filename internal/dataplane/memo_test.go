@@ -45,36 +45,51 @@ func TestAssignMemo(t *testing.T) {
 
 // TestDesiredMemoMatches checks that a Syncer's memo never changes the
 // ruleset (chains and bucket maps), across health changes, a node moving to
-// another address under the same name and a NodePort changing.
+// another address under the same name, a NodePort changing, session
+// affinity, services joining and leaving a bucket group and services
+// going away; and that it forgets what the last sync did not use.
 func TestDesiredMemoMatches(t *testing.T) {
 	m := newAssignMemo()
 	for _, step := range []struct {
 		unhealthy []int
 		moved     bool // node-002 has another address
 		nodePort  uint16
+		affinity  bool
+		group     string
+		services  int
 	}{
-		{nil, false, 30000}, {[]int{1}, false, 30000}, {[]int{1, 3}, false, 30000}, {nil, false, 30000},
-		{nil, true, 30000}, {nil, true, 31000}, {nil, false, 31000},
+		{nil, false, 30000, false, "", 20}, {[]int{1}, false, 30000, false, "", 20}, {[]int{1, 3}, false, 30000, false, "", 20},
+		{nil, false, 30000, false, "", 20}, {nil, true, 30000, false, "", 20}, {nil, true, 31000, false, "", 20},
+		{nil, false, 31000, false, "", 20}, {nil, false, 31000, true, "", 20}, {nil, false, 31000, true, "g", 20},
+		{nil, false, 31000, false, "g", 20}, {nil, false, 31000, false, "", 12},
 	} {
 		st := State{}
-		for i := range 20 {
+		for i := range step.services {
 			backends := memoBackends(8, step.unhealthy...)
 			if step.moved {
 				backends[2].Addrs = []netip.Addr{netip.MustParseAddr("10.9.9.9")}
 			}
 			st.Services = append(st.Services, Service{
-				Name:     fmt.Sprintf("ns/svc-%d", i),
-				VIPs:     []netip.Addr{netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})},
-				Ports:    []Port{{Protocol: TCP, Port: 80, NodePort: step.nodePort + uint16(i)}},
-				Backends: backends,
+				Name:        fmt.Sprintf("ns/svc-%d", i),
+				VIPs:        []netip.Addr{netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})},
+				Ports:       []Port{{Protocol: TCP, Port: 80, NodePort: step.nodePort + uint16(i)}},
+				Backends:    backends,
+				Affinity:    step.affinity,
+				BucketGroup: step.group,
 			})
 		}
 		services, _ := normalize(st)
 		got, want := desired(services, m), Desired(st)
+		if len(got.IPv4.Chains) != len(want.IPv4.Chains) {
+			t.Fatalf("%+v: %d chains with the memo, %d without", step, len(got.IPv4.Chains), len(want.IPv4.Chains))
+		}
 		for name, c := range want.IPv4.Chains {
 			if !c.equal(got.IPv4.Chains[name]) {
 				t.Fatalf("%+v: chain %s differs with the memo", step, name)
 			}
+		}
+		if len(m.texts) != step.services {
+			t.Fatalf("%+v: the memo holds the text of %d ports, want the %d of this sync", step, len(m.texts), step.services)
 		}
 		for name, mp := range want.IPv4.Maps {
 			if !reflect.DeepEqual(mp, got.IPv4.Maps[name]) {

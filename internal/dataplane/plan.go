@@ -93,10 +93,36 @@ func skeleton(f family) *Table {
 func desiredTable(f family, services []service, memo *assignMemo) *Table {
 	t := skeleton(f)
 	groups := groupMaps{}
+	ofFamily := &familyBackends{f: f}
 	for _, svc := range services {
-		addService(t, f, svc, memo, groups)
+		addService(t, f, svc, memo, groups, ofFamily)
 	}
 	return t
+}
+
+// familyBackends are the backends with an address of family f: usually
+// all of them, and then no copy. It remembers the last list it filtered,
+// which the services of a table usually share.
+type familyBackends struct {
+	f     family
+	first *Backend
+	n     int
+	out   []Backend
+}
+
+func (c *familyBackends) of(backends []Backend) []Backend {
+	if len(backends) == 0 {
+		return backends
+	}
+	if c.first == &backends[0] && c.n == len(backends) {
+		return c.out
+	}
+	out := backends
+	if slices.ContainsFunc(backends, func(b Backend) bool { return !c.f.has(b) }) {
+		out = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !c.f.has(b) })
+	}
+	c.first, c.n, c.out = &backends[0], len(backends), out
+	return out
 }
 
 // groupMaps are the bucket assignments of the groups of one table (see
@@ -109,6 +135,9 @@ type groupMap struct {
 	backends []Backend
 	index    *[BucketCount]uint8
 	choices  *BucketChoices
+	// mapName is the group's bucket map in proxy forwarding once it is in
+	// the table.
+	mapName string
 }
 
 // of returns the assignment of svc's group for backends (of family f, in
@@ -147,7 +176,7 @@ func sameBackends(a, b []Backend) bool {
 	})
 }
 
-func addService(t *Table, f family, svc service, memo *assignMemo, groups groupMaps) {
+func addService(t *Table, f family, svc service, memo *assignMemo, groups groupMaps, ofFamily *familyBackends) {
 	var frontends []frontend
 	for _, fe := range svc.frontends {
 		if f.is(fe.vip) {
@@ -162,21 +191,17 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 		return
 	}
 
-	// The backends with an address of this family: usually all of them,
-	// and then no copy (this runs for every service on every sync).
-	backends := svc.backends
-	if slices.ContainsFunc(backends, func(b Backend) bool { return !f.has(b) }) {
-		backends = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !f.has(b) })
-	}
-	backends, _ = ForNewFlows(backends, svc.self)
+	backends, _ := ForNewFlows(ofFamily.of(svc.backends), svc.self)
 	var index *[BucketCount]uint8
 	var choices *BucketChoices
 	group := groups.of("proxy", f, svc, backends, memo)
-	seed := uint32(HashSeed)
+	textKey := portTextKey{service: svc.name, ipv6: f.nft == ipv6.nft, affinity: svc.affinity}
 	if group != nil {
-		index, choices, seed = group.index, group.choices, serviceSeed(svc.name)
-		if name := groupBucketMapName(svc.group); t.Maps[name] == nil {
-			t.addBucketMap(name, f.ip+" daddr", &Buckets{Index: index, Choices: choices, Family: f.nft})
+		index, choices = group.index, group.choices
+		textKey.group = svc.group
+		if group.mapName == "" {
+			group.mapName = groupBucketMapName(svc.group)
+			t.addBucketMap(group.mapName, f.ip+" daddr", &Buckets{Index: index, Choices: choices, Family: f.nft})
 		}
 	} else {
 		index, choices = memo.assign(f.ip+" "+svc.name, svc.name, f, backends)
@@ -189,16 +214,15 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 		t.addChain(fwChain, firewallRule(f, svc.ranges))
 	}
 	for _, fe := range frontends {
-		chain := serviceChainName(svc.name, fe.port)
-		switch _, ok := t.Chains[chain]; {
-		case ok:
-		case group != nil:
-			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, seed, groupBucketMapName(svc.group), true))
-		default:
-			bucketMap := bucketMapName(svc.name, fe.port)
-			t.addChain(chain, dnatRule(f, fe.port, svc.affinity, seed, bucketMap, false))
-			t.addBucketMap(bucketMap, dnatValueTypeOf(f, fe.port.Protocol),
-				&Buckets{Index: index, Choices: choices, NodePort: fe.port.NodePort, Family: f.nft})
+		textKey.protocol, textKey.port, textKey.nodePort = fe.port.Protocol, fe.port.Port, fe.port.NodePort
+		text := memo.text(textKey)
+		chain := text.chain
+		if _, ok := t.Chains[chain]; !ok {
+			t.addChain(chain, text.rule)
+			if group == nil {
+				t.addBucketMap(bucketMapName(svc.name, fe.port), dnatValueTypeOf(f, fe.port.Protocol),
+					&Buckets{Index: index, Choices: choices, NodePort: fe.port.NodePort, Family: f.nft})
+			}
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(mapServicePorts, key, []string{"goto " + chain})
@@ -218,6 +242,24 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 			}
 		}
 	}
+}
+
+// newPortText formats the chain name and DNAT rule of k: a port with a
+// map of its own hashes with HashSeed; one of a group looks up the group's
+// map and hashes with a seed of its service's own, so that a client's
+// flows to two services of a group land in unrelated buckets.
+func newPortText(k portTextKey) portText {
+	f, p := ipv4, Port{Protocol: k.protocol, Port: k.port, NodePort: k.nodePort}
+	if k.ipv6 {
+		f = ipv6
+	}
+	pt := portText{chain: serviceChainName(k.service, p)}
+	if k.group == "" {
+		pt.rule = dnatRule(f, p, k.affinity, HashSeed, bucketMapName(k.service, p), false)
+	} else {
+		pt.rule = dnatRule(f, p, k.affinity, serviceSeed(k.service), groupBucketMapName(k.group), true)
+	}
+	return pt
 }
 
 // dnatValueTypeOf is the value of a DNAT bucket map's typeof, "ip daddr .
