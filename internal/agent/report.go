@@ -77,16 +77,19 @@ func (q *reportQueue) forget(lb *v1alpha1.LoadBalancer) {
 	delete(q.written, types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name})
 }
 
-// prune forgets the LoadBalancers that are gone.
+// prune forgets the LoadBalancers that are gone, and the writes whose
+// object lbs (the cache) already has in a newer version: inFlight never
+// matches those again, and at thousands of LoadBalancers holding every
+// status written was megabytes.
 func (q *reportQueue) prune(lbs []*v1alpha1.LoadBalancer) {
-	live := make(map[types.NamespacedName]bool, len(lbs))
+	live := make(map[types.NamespacedName]string, len(lbs))
 	for _, lb := range lbs {
-		live[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}] = true
+		live[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}] = lb.ResourceVersion
 	}
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
-	for k := range q.written {
-		if !live[k] {
+	for k, w := range q.written {
+		if rv, ok := live[k]; !ok || rv != w.resourceVersion {
 			delete(q.written, k)
 		}
 	}

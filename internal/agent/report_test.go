@@ -37,6 +37,15 @@ func TestReportInFlight(t *testing.T) {
 	if q.inFlight(newer, st) {
 		t.Error("a newer cached version must be compared afresh")
 	}
+	q.prune([]*v1alpha1.LoadBalancer{lb})
+	if !q.inFlight(lb, st) {
+		t.Error("prune forgot a write whose version the cache still has")
+	}
+	q.prune([]*v1alpha1.LoadBalancer{newer})
+	if len(q.written) != 0 {
+		t.Error("prune kept a write whose object the cache has in a newer version")
+	}
+	q.wrote(lb, st)
 	q.prune(nil)
 	if q.inFlight(lb, st) {
 		t.Error("prune kept a LoadBalancer that is gone")
