@@ -101,7 +101,8 @@ func NewInformer(dyn dynamic.Interface, resync time.Duration) cache.SharedIndexI
 // managedFields. At thousands of LoadBalancers with a hundred backends each,
 // caching the dynamic client's maps (with managedFields as large as the
 // spec) and converting every object on every List made most of the agent's
-// and the controller manager's memory. An object that does not convert is
+// and the controller manager's memory. The strings that repeat across
+// objects are shared (see intern). An object that does not convert is
 // kept as it came, without managedFields, and FromUnstructured reports it.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
@@ -112,9 +113,11 @@ func Transform(obj any) (any, error) {
 			return o, nil
 		}
 		lb.APIVersion, lb.Kind = v1alpha1.SchemeGroupVersion.String(), "LoadBalancer"
+		intern(lb)
 		return lb, nil
 	case *v1alpha1.LoadBalancer:
 		o.ManagedFields = nil
+		intern(o)
 		return o, nil
 	}
 	return obj, nil
