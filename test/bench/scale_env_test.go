@@ -471,6 +471,71 @@ func (s *scaleEnv) heapProfiles(t *testing.T, label string) {
 	}
 }
 
+// cpuProfiles saves the controller manager's and the agent's CPU profiles
+// of the span from after to after+span as <dir>/<label>-{...}.cpu when
+// GROUNDCLOUD_BENCH_PROFILES names a directory; the returned function
+// waits for them. Failures are logged only.
+func (s *scaleEnv) cpuProfiles(t *testing.T, label string, after, span time.Duration) (wait func()) {
+	dir := os.Getenv("GROUNDCLOUD_BENCH_PROFILES")
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("profiles: %v", err)
+		return func() {}
+	}
+	timeout := after + span + 30*time.Second
+	ccm := &http.Client{Timeout: timeout, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the controller manager's self-signed serving certificate
+	}}
+	agent := s.lb.HTTPClient()
+	agent.Timeout = timeout
+	var wg sync.WaitGroup
+	for _, p := range []struct {
+		who, url string
+		c        *http.Client
+	}{
+		{"controller-manager", fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", ccmSecurePort, int(span.Seconds())), ccm},
+		{"agent", fmt.Sprintf("http://127.0.0.1:10263/debug/pprof/profile?seconds=%d", int(span.Seconds())), agent},
+	} {
+		wg.Go(func() {
+			select {
+			case <-time.After(after):
+			case <-t.Context().Done():
+				return
+			}
+			path := filepath.Join(dir, label+"-"+p.who+".cpu")
+			if err := fetch(t.Context(), p.c, p.url, path); err != nil {
+				t.Logf("profiles: %s: %v", p.who, err)
+				return
+			}
+			t.Logf("profiles: saved %s", path)
+		})
+	}
+	return wg.Wait
+}
+
+// agentSyncs reads the agent's data-plane sync histogram from its
+// metrics address inside its host.
+func (s *scaleEnv) agentSyncs(ctx context.Context) (syncStats, error) {
+	c := s.lb.HTTPClient()
+	c.Timeout = 30 * time.Second
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10263/metrics", nil)
+	if err != nil {
+		return syncStats{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return syncStats{}, fmt.Errorf("agent metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return syncStats{}, fmt.Errorf("agent metrics: %w", err)
+	}
+	return parseSyncStats(string(body))
+}
+
 func fetch(ctx context.Context, c *http.Client, url, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

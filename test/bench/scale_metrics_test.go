@@ -2,12 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -205,4 +207,74 @@ func (w *addressWatch) count(from, to int) (int, time.Time) {
 		}
 	}
 	return n, last
+}
+
+// syncStats are the agent's data-plane syncs: how many, and their wall
+// time in all (its groundcloud_agent_sync_duration_seconds histogram).
+type syncStats struct {
+	count int
+	sum   time.Duration
+}
+
+func (s syncStats) minus(old syncStats) syncStats {
+	return syncStats{count: s.count - old.count, sum: s.sum - old.sum}
+}
+
+// mean is the mean wall time of a sync (0 with none).
+func (s syncStats) mean() time.Duration {
+	if s.count == 0 {
+		return 0
+	}
+	return s.sum / time.Duration(s.count)
+}
+
+// parseSyncStats reads the sync histogram's count and sum from the
+// agent's metrics text.
+func parseSyncStats(body string) (syncStats, error) {
+	var st syncStats
+	var seen int
+	for _, line := range strings.Split(body, "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		switch name {
+		case "groundcloud_agent_sync_duration_seconds_count":
+			if err != nil {
+				return st, fmt.Errorf("%s: %w", name, err)
+			}
+			st.count, seen = int(v), seen+1
+		case "groundcloud_agent_sync_duration_seconds_sum":
+			if err != nil {
+				return st, fmt.Errorf("%s: %w", name, err)
+			}
+			st.sum, seen = time.Duration(v*float64(time.Second)), seen+1
+		}
+	}
+	if seen != 2 {
+		return st, errors.New("no groundcloud_agent_sync_duration_seconds in the agent's metrics")
+	}
+	return st, nil
+}
+
+func TestParseSyncStats(t *testing.T) {
+	body := `# HELP groundcloud_agent_sync_duration_seconds [ALPHA] Time to program the data plane once (all families).
+# TYPE groundcloud_agent_sync_duration_seconds histogram
+groundcloud_agent_sync_duration_seconds_bucket{le="0.001"} 0
+groundcloud_agent_sync_duration_seconds_bucket{le="+Inf"} 412
+groundcloud_agent_sync_duration_seconds_sum 61.8
+groundcloud_agent_sync_duration_seconds_count 412
+groundcloud_agent_sync_failures_total 0
+`
+	st, err := parseSyncStats(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.count != 412 || st.sum != 61800*time.Millisecond || st.mean() != 150*time.Millisecond {
+		t.Errorf("parsed %+v (mean %s), want 412 syncs, 61.8 s, mean 150ms", st, st.mean())
+	}
+	if _, err := parseSyncStats("groundcloud_agent_sync_failures_total 0\n"); err == nil {
+		t.Error("metrics without the histogram parsed without an error")
+	}
 }

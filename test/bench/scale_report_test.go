@@ -32,7 +32,7 @@ func (r *scaleResult) line() string {
 		"node_add_lb_writes=%d node_add_ruleset_ms=%d node_add_agent_cpu_ms=%d node_remove_lb_writes=%d node_remove_ruleset_ms=%d node_remove_agent_cpu_ms=%d "+
 		"ccm_rss_1000_mib=%d agent_rss_1000_mib=%d more_created=%d more_create_ms=%d more_addressed=%d more_addressed_ms=%d more_map_ms=%d ccm_rss_5000_mib=%d ccm_hwm_5000_mib=%d agent_rss_5000_mib=%d agent_hwm_5000_mib=%d ccm_cpu_4000_s=%.1f agent_cpu_4000_s=%.1f "+
 		"more_node_add_lb_writes=%d more_node_add_ruleset_ms=%d more_node_add_agent_cpu_ms=%d more_node_remove_lb_writes=%d more_node_remove_ruleset_ms=%d more_node_remove_agent_cpu_ms=%d "+
-		"more_to_traffic_p50_ms=%d more_to_traffic_p99_ms=%d more_to_traffic_max_ms=%d",
+		"more_to_traffic_p50_ms=%d more_to_traffic_p99_ms=%d more_to_traffic_max_ms=%d more_syncs=%d more_sync_mean_ms=%d",
 		scaleServices, scaleNodes, r.created.Milliseconds(), r.allAddressed.Milliseconds(),
 		percentile(r.toTraffic, 50).Milliseconds(), percentile(r.toTraffic, 99).Milliseconds(), percentile(r.toTraffic, 100).Milliseconds(),
 		float64(r.scaleWrites.components())/scaleServices, r.scaleWrites["loadbalancers"], r.scaleWrites["loadbalancers/status"],
@@ -48,7 +48,8 @@ func (r *scaleResult) line() string {
 		r.moreCPU[0].Seconds(), r.moreCPU[1].Seconds(),
 		r.churnMore[0].writes.loadBalancers(), r.churnMore[0].ruleset.Milliseconds(), r.churnMore[0].agentCPU.Milliseconds(),
 		r.churnMore[1].writes.loadBalancers(), r.churnMore[1].ruleset.Milliseconds(), r.churnMore[1].agentCPU.Milliseconds(),
-		percentile(r.moreToTraffic, 50).Milliseconds(), percentile(r.moreToTraffic, 99).Milliseconds(), percentile(r.moreToTraffic, 100).Milliseconds())
+		percentile(r.moreToTraffic, 50).Milliseconds(), percentile(r.moreToTraffic, 99).Milliseconds(), percentile(r.moreToTraffic, 100).Milliseconds(),
+		r.moreSyncs.count, r.moreSyncs.mean().Milliseconds())
 }
 
 func scaleSection(t *testing.T, r *scaleResult) string {
@@ -123,6 +124,7 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 	if r.moreCreated > 0 {
 		row("agent CPU per Service created (the more Services)", fmt.Sprintf("%.1f ms", r.moreCPU[1].Seconds()*1000/float64(r.moreCreated)), "", "")
 	}
+	row("agent data-plane syncs while creating the more Services: how many / mean wall time of one", fmt.Sprintf("%d / %s", r.moreSyncs.count, seconds(r.moreSyncs.mean())), "", "")
 	churnRows(scaleServices+r.moreAddressedN, r.churnMore)
 	b.WriteString(scaleFixes)
 	b.WriteString(scaleMethod)

@@ -54,6 +54,8 @@ type scaleResult struct {
 	moreCPU        [2]time.Duration
 	footprint5000  [2]footprint
 	moreRuleset    time.Duration // until the agent's map held all 5,000
+	// moreSyncs are the agent's data-plane syncs while it created them.
+	moreSyncs syncStats
 }
 
 type agentRestart struct {
@@ -434,9 +436,17 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sample := s.trafficSample(sctx, w, scaleServices, scaleServices+scaleMore)
+	profiled := s.cpuProfiles(t, "more", 60*time.Second, 60*time.Second)
+	defer profiled()
+	syncsBefore, err := s.agentSyncs(ctx)
+	must(t, err)
 	start := time.Now()
 	n, end, err := s.createServicesUntil(ctx, scaleServices, scaleServices+scaleMore, start.Add(moreCreateBudget))
 	must(t, err)
+	syncsAfter, err := s.agentSyncs(ctx)
+	must(t, err)
+	r.moreSyncs = syncsAfter.minus(syncsBefore)
+	t.Logf("agent data-plane syncs while creating them: %d, mean %s", r.moreSyncs.count, r.moreSyncs.mean().Round(time.Millisecond))
 	r.moreCreated, r.moreCreateTime = n, time.Since(start)
 	t.Logf("created %d more services in %s", n, r.moreCreateTime.Round(time.Millisecond))
 	defer func() {
