@@ -2,12 +2,16 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"runtime"
 	"testing"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/groundcloud/groundcloud/internal/lab"
 )
 
 // discardNFT accepts every transaction and keeps nothing, so that only what
@@ -146,4 +150,59 @@ func BenchmarkDesiredPassthrough5000x100(b *testing.B) {
 	for b.Loop() {
 		desired(services, memo)
 	}
+}
+
+// BenchmarkKernelAddOneService is the nft run of the transaction that adds
+// one service (its chain, rule and elements; a bucket group's) to a table
+// that holds n services already, in a network namespace: what one partial
+// sync costs in nft at that size, whatever the transaction. nft reads the
+// table's chains before it evaluates a rule or a verdict element, so the
+// cost grows with the number of chains (one per service port). Needs root
+// and nft (skipped otherwise).
+func BenchmarkKernelAddOneService(b *testing.B) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		b.Skip("kernel benchmark: no nft binary")
+	}
+	l := lab.NewT(b, lab.Options{Subnet6: labSubnet6}) // skips without root
+	lb := l.AddHostT(b, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6})
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			all := scaleState(n+1, 100, "cluster")
+			before, after := all, all
+			before.Services = all.Services[:n]
+			if err := lb.Do(func() error {
+				nft4, err := NewNFTables(knftables.IPv4Family)
+				if err != nil {
+					return err
+				}
+				s := NewSyncer(nft4, nil, nil, nil).BatchBucketElements()
+				return errors.Join(addOneService(b, s, nft4, before, after), s.Cleanup(context.Background()))
+			}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// addOneService syncs before, then runs the transaction from before to
+// after (timed) and back (not timed) b.N times.
+func addOneService(b *testing.B, s *Syncer, nft knftables.Interface, before, after State) error {
+	ctx := context.Background()
+	if _, err := s.Sync(ctx, before); err != nil {
+		return err
+	}
+	add, remove := nft.NewTransaction(), nft.NewTransaction()
+	PartialSync(add, Desired(before).IPv4, Desired(after).IPv4, true)
+	PartialSync(remove, Desired(after).IPv4, Desired(before).IPv4, true)
+	for b.Loop() {
+		if err := nft.Run(ctx, add); err != nil {
+			return err
+		}
+		b.StopTimer()
+		if err := nft.Run(ctx, remove); err != nil {
+			return err
+		}
+		b.StartTimer()
+	}
+	return nil
 }
