@@ -124,7 +124,7 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 	if r.moreCreated > 0 {
 		row("agent CPU per Service created (the more Services)", fmt.Sprintf("%.1f ms", r.moreCPU[1].Seconds()*1000/float64(r.moreCreated)), "", "")
 	}
-	row("agent data-plane syncs while creating the more Services: how many / mean wall time of one", fmt.Sprintf("%d / %s", r.moreSyncs.count, seconds(r.moreSyncs.mean())), "", "")
+	row("agent data-plane syncs while creating the more Services: how many / mean time of one (the data plane's plan and nft)", fmt.Sprintf("%d / %s", r.moreSyncs.count, seconds(r.moreSyncs.mean())), "", "")
 	churnRows(scaleServices+r.moreAddressedN, r.churnMore)
 	b.WriteString(scaleFixes)
 	b.WriteString(scaleMethod)
@@ -391,6 +391,47 @@ benchmark's agent, a process without one, does not have).
    docs/agent.md says how to lower it. The same runs' validation of a sync
    checked the shared backend list once per Service; it is checked once
    per sync now (BenchmarkTranslate5000x100, side by side: 21.5 → 14 ms).
+16. The agent's syncs and memory at 5,000 (issue 13, 2026-12-02, the run
+   above against the two runs before it that day on this machine, not side
+   by side). A 60 s CPU profile of the agent while the 4,000 more were
+   created (the benchmark saves it with GROUNDCLOUD_BENCH_PROFILES): the
+   agent used 27 % of one core, a third of it in syncs; in those, the data
+   plane's normalize took a quarter (half of it growing its output list,
+   and the agent's Translate ran it a second time only for its problems),
+   and formatting every service port's chain name and DNAT rule a tenth.
+   Now normalize allocates once, the check for problems builds nothing
+   else, and the data plane remembers each port's chain name and rule:
+   BenchmarkTranslate5000x100 11.5 → 7.4 ms, BenchmarkSync5000x100 (the
+   group's map) full 43 → 24 ms and node change 45 → 22 ms, what the
+   Syncer holds for 5,000 Services 3.4 → 4.3 MB (the memo). Memory: the
+   status writer kept every status it had written until its LoadBalancer
+   was deleted (about 3.7 MB at 5,000 in the heap profile); it now forgets
+   a write once the cache holds a newer version of the object. The
+   LoadBalancer informer's cache shares the strings that repeat across
+   objects (namespace, labels, owners, host names, conditions). The
+   agent's heap in use at 5,000 was 28.7 MB before any of these changes
+   and 28.2 MB with the sync changes alone, 23.7 MB with all; its RSS
+   102 MiB (peak 119) and 104 MiB (peak 112), then 97 MiB (peak 108):
+   within the goal once the Services exist, above it while 4,000 are
+   being created (the row's verdict counts the peak). The sync changes
+   did not shorten address → first connection at 5,000: p99 1.81 and
+   2.08 s in the two runs before, 2.30 s here, p50 0.61, 0.61 and 0.69 s
+   (creating the 4,000 took 154, 173 and 180 s: the machine's other work
+   varied). What limits it: the agent made 185 data-plane syncs in the
+   180 s of creation,
+   0.21 s each on average (the row above: the data plane's part, plan and
+   nft), and rests twice a sync's wall time after it, so a new Service
+   waits for the sync in progress, that rest and its own sync. The Go part
+   of a sync at 5,000 is now about 30 ms; the rest is nft.
+   BenchmarkKernelAddOneService (internal/dataplane) runs the transaction
+   that adds one Service to a table of n in a network namespace: 19 ms at
+   100, 23 ms at 1,000 and 64 ms at 5,000 on this machine when idle,
+   because nft reads every chain of the table (one per service port)
+   before it evaluates a rule or a verdict element; on the benchmark's busy
+   machine that is most of the 0.21 s. Not done, and what would meet the
+   goal: fewer chains (the Services of a bucket group need no chain each
+   if the group's one rule looks their NodePort up in a map), or a rest
+   by CPU instead of wall time (tried, and taken back, see 13).
 
 Why two services/status writes per Service: both are the upstream
 service controller's, through the status subresource: one adds the
