@@ -23,19 +23,30 @@
 // Per family, kube-proxy's names and layout:
 //
 //   - nat-prerouting and nat-output jump to services, which dispatches on
-//     "ip daddr . meta l4proto . th dport vmap @service-ports" to one chain
-//     per service port (svc-<hash>-<namespace/name>/<proto>/<port>);
-//   - that chain DNATs to "node address . NodePort" from its named bucket map
-//     (bkt-<hash>-<namespace/name>/<proto>/<port>) of BucketCount elements
-//     or, for a service of a bucket group (Service.BucketGroup), to the
-//     node address from the group's map (grp-<hash>-<group>) and its own
-//     NodePort ("... seed <the service's> map @grp-…:30080"),
-//     indexed by "jhash ip saddr . th sport mod 128 seed HashSeed" ("jhash
-//     ip saddr" for ClientIP affinity) and filled by Assign: every LB host
-//     computes the same buckets, so a failover moves no flow. The chain's
-//     rule names the map and never changes with the backends: a node that
-//     comes, goes or changes health costs the deletion and addition of the
-//     elements of the buckets that move, nothing else;
+//     "ip daddr . meta l4proto . th dport vmap @service-ports" to the chain
+//     of the service port (svc-<hash>-<namespace/name>/<proto>/<port>) or,
+//     for a service of a bucket group (Service.BucketGroup), to the
+//     group's chain for the protocol (grp-<hash>-<group>/<proto>, with
+//     "/affinity" for ClientIP affinity), which every port of the group's
+//     services shares;
+//   - a service port's chain DNATs to "node address . NodePort" from its
+//     named bucket map (bkt-<hash>-<namespace/name>/<proto>/<port>) of
+//     BucketCount elements, indexed by "jhash ip saddr . th sport mod 128
+//     seed HashSeed" ("jhash ip saddr" for ClientIP affinity); a group's
+//     chain DNATs to the node address from the group's map
+//     (grp-<hash>-<group>), indexed by "jhash ip saddr . th sport . ip
+//     daddr . th dport" (without the source port for affinity), so that a
+//     client's flows to two services of the group land in unrelated
+//     buckets, and to the NodePort of the service's port from node-ports
+//     ("VIP . protocol . port : NodePort"). The maps are filled by Assign:
+//     every LB host computes the same buckets, so a failover moves no flow.
+//     The rules name the maps and never change with the backends: a node
+//     that comes, goes or changes health costs the deletion and addition
+//     of the elements of the buckets that move, nothing else; a service of
+//     a group that comes or goes costs its elements, no chain. nft reads
+//     every chain of a table before it evaluates a rule or a verdict
+//     element, so chains per service would make every sync pay for the
+//     whole table (BenchmarkKernelAddOneService);
 //   - nat-postrouting SNATs DNATed packets to their VIP ("ct status dnat snat
 //     to ct original ip daddr map @vip-snat"), so that replies come back to
 //     whichever host holds the VIP;

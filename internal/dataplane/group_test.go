@@ -17,15 +17,17 @@ func grouped(st State, g string) State {
 	return st
 }
 
-// The services of a bucket group share one map per family: each service
-// port's chain DNATs through it with its own seed and NodePort. A service
-// of the group whose backends differ, and one without a group, keep maps
-// of their own.
+// The services of a bucket group share one map per family and one chain
+// per protocol: service-ports sends their ports to the group's chain, whose
+// rule takes the address from the group's map and the NodePort from
+// node-ports. A service of the group whose backends differ, and one without
+// a group, keep a chain and a map of their own.
 func TestBucketGroupSharesOneMap(t *testing.T) {
 	st := grouped(nodesState(20, "node-1", "node-2", "node-3"), "http:10256/healthz")
 	odd := &st.Services[7]
 	odd.Backends = odd.Backends[:2]
 	st.Services[9].BucketGroup = ""
+	st.Services[11].Affinity = true
 	r := Desired(st)
 	group := groupBucketMapName("http:10256/healthz")
 	var maps []string
@@ -41,25 +43,38 @@ func TestBucketGroupSharesOneMap(t *testing.T) {
 	if got := r.IPv4.Maps[group].TypeOf; got != "numgen inc mod 2 : ip daddr" {
 		t.Errorf("group map typeof %q", got)
 	}
-	seen := map[uint32]bool{}
-	for i, svc := range st.Services {
-		rule := r.IPv4.Chains[serviceChainName(svc.Name, svc.Ports[0])].Rules[0]
-		switch i {
-		case 7, 9:
-			if strings.Contains(rule, group) || strings.HasSuffix(rule, fmt.Sprintf(" : %d", svc.Ports[0].NodePort)) {
-				t.Errorf("%s uses the group's map: %s", svc.Name, rule)
-			}
-		default:
-			seed := serviceSeed(svc.Name)
-			want := fmt.Sprintf("seed %#x map @%s : %d", seed, group, svc.Ports[0].NodePort)
-			if !strings.HasSuffix(rule, want) {
-				t.Errorf("%s: rule %q, want it to end in %q", svc.Name, rule, want)
-			}
-			seen[seed] = true
+	chain := groupChainName("http:10256/healthz", TCP, false)
+	affinity := groupChainName("http:10256/healthz", TCP, true)
+	for name, hash := range map[string]string{chain: "ip saddr . th sport . ip daddr . th dport", affinity: "ip saddr . ip daddr . th dport"} {
+		c := r.IPv4.Chains[name]
+		if c == nil {
+			t.Fatalf("no group chain %s", name)
+		}
+		want := fmt.Sprintf("meta l4proto tcp dnat ip to jhash %s mod %d seed %#x map @%s : ip daddr . meta l4proto . th dport map @%s", hash, BucketCount, HashSeed, group, mapNodePorts)
+		if len(c.Rules) != 1 || c.Rules[0] != want {
+			t.Errorf("group chain %s: %q, want [%q]", name, c.Rules, want)
 		}
 	}
-	if len(seen) != len(st.Services)-2 {
-		t.Errorf("%d distinct seeds for %d services of the group", len(seen), len(st.Services)-2)
+	for i, svc := range st.Services {
+		key := fmt.Sprintf("%s . tcp . 80", svc.VIPs[0])
+		target := r.IPv4.Maps[mapServicePorts].Elements[key].Value
+		nodePort := r.IPv4.Maps[mapNodePorts].Elements[key].Value
+		own := r.IPv4.Chains[serviceChainName(svc.Name, svc.Ports[0])]
+		switch i {
+		case 7, 9:
+			if own == nil || !strings.HasSuffix(own.Rules[0], "map @"+bucketMapName(svc.Name, svc.Ports[0])) || nodePort != nil {
+				t.Errorf("%s: chain %v, NodePort element %q; want a chain and a map of its own, no NodePort element", svc.Name, own, nodePort)
+			}
+		default:
+			wantChain := chain
+			if svc.Affinity {
+				wantChain = affinity
+			}
+			if own != nil || !slices.Equal(target, []string{"goto " + wantChain}) || !slices.Equal(nodePort, []string{fmt.Sprint(svc.Ports[0].NodePort)}) {
+				t.Errorf("%s: own chain %v, service-ports %q, node-ports %q; want no chain of its own, goto %s and %d",
+					svc.Name, own, target, nodePort, wantChain, svc.Ports[0].NodePort)
+			}
+		}
 	}
 	for i := range BucketCount {
 		if v := r.IPv4.Maps[group].Buckets.text(i); strings.Contains(v, " . ") {
@@ -109,14 +124,14 @@ func TestBucketGroupPacketFlows(t *testing.T) {
 	for sport := uint16(40000); sport < 40064; sport++ {
 		for _, svc := range []Service{a, b} {
 			v := tr.run(tcp("198.51.100.7", sport, svc.VIPs[0].String(), 80))
-			bucket := jhashBucket(addr("198.51.100.7"), sport, true, serviceSeed(svc.Name), BucketCount)
+			bucket := jhashBucket(addr("198.51.100.7"), sport, true, svc.VIPs[0], 80, HashSeed, BucketCount)
 			want := fmt.Sprintf("%s:%d", addrOf[assignment[bucket]], svc.Ports[0].NodePort)
 			if v.dnat.String() != want {
 				t.Fatalf("%s from port %d: %s, want DNAT to %s", svc.Name, sport, v, want)
 			}
 		}
-		if jhashBucket(addr("198.51.100.7"), sport, true, serviceSeed(a.Name), BucketCount) !=
-			jhashBucket(addr("198.51.100.7"), sport, true, serviceSeed(b.Name), BucketCount) {
+		if jhashBucket(addr("198.51.100.7"), sport, true, a.VIPs[0], 80, HashSeed, BucketCount) !=
+			jhashBucket(addr("198.51.100.7"), sport, true, b.VIPs[0], 80, HashSeed, BucketCount) {
 			differ++
 		}
 	}

@@ -21,12 +21,11 @@ type assignMemo struct {
 	sweeps uint64
 }
 
-// portTextKey is what a service port's chain name and DNAT rule are made
-// of in one family's table (proxy forwarding); small, as the memo holds
-// one per service port.
+// portTextKey is what the chain name and DNAT rule of a service port with
+// a bucket map of its own are made of in one family's table (proxy
+// forwarding); small, as the memo holds one per such port.
 type portTextKey struct {
 	service        string
-	group          string // the service's bucket group; "" for a map of its own
 	protocol       Protocol
 	port, nodePort uint16
 	ipv6, affinity bool

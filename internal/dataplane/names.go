@@ -26,6 +26,7 @@ const (
 	mapFirewallIPs   = "firewall-ips"
 	mapNoEndpoints   = "no-endpoint-services"
 	mapVIPSNAT       = "vip-snat"
+	mapNodePorts     = "node-ports"
 	maxReadableChars = 200 // of a service name in a chain name; nft allows 255
 )
 
@@ -50,19 +51,25 @@ func groupBucketMapName(group string) string {
 	return "grp-" + shortHash(group) + "-" + readable(group)
 }
 
-// serviceSeed seeds the jhash of a service whose bucket map is its group's:
-// the buckets are the same for every service of the group, the flows in
-// each bucket differ.
+// serviceSeed seeds the jhash of a passthrough service whose bucket map is
+// its group's: the buckets are the same for every service of the group,
+// the flows in each bucket differ.
 func serviceSeed(service string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(service))
 	return h.Sum32()
 }
 
-// ServiceChainName is the name of the chain of port p of service
-// ("namespace/name") in proxy forwarding, in either IP family's table: its
-// rule names the bucket map it looks up.
-func ServiceChainName(service string, p Port) string { return serviceChainName(service, p) }
+// groupChainName names the chain that forwards every port of protocol
+// proto of a bucket group's services (proxy mode): "grp-<hash>-<group>/<proto>",
+// with "/affinity" for those with ClientIP affinity.
+func groupChainName(group string, proto Protocol, affinity bool) string {
+	name := groupBucketMapName(group) + "/" + proto.nft()
+	if affinity {
+		name += "/affinity"
+	}
+	return name
+}
 
 // bucketMapTypeOf is the key of every bucket map. The key is a jhash
 // result, but nft 1.0.6 crashes listing a map declared "typeof jhash …"

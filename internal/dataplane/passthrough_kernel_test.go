@@ -79,7 +79,7 @@ func wantNode(backends []Backend, src netip.Addr, sport uint16) string {
 			fam = append(fam, b)
 		}
 	}
-	return Assign("lab/web", fam)[jhashBucket(src, sport, true, HashSeed, BucketCount)]
+	return Assign("lab/web", fam)[jhashBucket(src, sport, true, netip.Addr{}, 0, HashSeed, BucketCount)]
 }
 
 func familyOfAddr(a netip.Addr) family {
@@ -275,7 +275,7 @@ func TestKernelPassthrough(t *testing.T) {
 					fam = append(fam, b)
 				}
 			}
-			want := Assign("lab/sticky", fam)[jhashBucket(src, 0, false, HashSeed, BucketCount)]
+			want := Assign("lab/sticky", fam)[jhashBucket(src, 0, false, netip.Addr{}, 0, HashSeed, BucketCount)]
 			for sport := uint16(41500); sport < 41510; sport++ {
 				r, err := dialTCP(client, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(vip, 83), 3*time.Second)
 				if err != nil {

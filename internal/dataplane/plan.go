@@ -87,6 +87,8 @@ func skeleton(f family) *Table {
 	t.addMap(mapFirewallIPs, frontendType, "VIP . protocol . port to the chain that drops disallowed sources")
 	t.addMap(mapNoEndpoints, frontendType, "VIP . protocol . port of services without a healthy backend")
 	t.addMap(mapVIPSNAT, f.addrType+" : "+f.addrType, "VIP to the source address of packets forwarded for it")
+	t.addMap(mapNodePorts, f.addrType+" . inet_proto . inet_service : inet_service",
+		"VIP . protocol . port to the NodePort of a service of a bucket group")
 	return t
 }
 
@@ -136,8 +138,30 @@ type groupMap struct {
 	index    *[BucketCount]uint8
 	choices  *BucketChoices
 	// mapName is the group's bucket map in proxy forwarding once it is in
-	// the table.
+	// the table; chains are its chains there, by protocol and affinity.
 	mapName string
+	chains  map[groupChainKey]string
+}
+
+type groupChainKey struct {
+	proto    Protocol
+	affinity bool
+}
+
+// chain is the group's chain in t for ports of proto, added with its rule
+// when the first such port asks for it.
+func (g *groupMap) chain(t *Table, f family, group string, proto Protocol, affinity bool) string {
+	k := groupChainKey{proto, affinity}
+	if name, ok := g.chains[k]; ok {
+		return name
+	}
+	if g.chains == nil {
+		g.chains = map[groupChainKey]string{}
+	}
+	name := groupChainName(group, proto, affinity)
+	t.addChain(name, groupDNATRule(f, proto, affinity, g.mapName))
+	g.chains[k] = name
+	return name
 }
 
 // of returns the assignment of svc's group for backends (of family f, in
@@ -198,7 +222,6 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 	textKey := portTextKey{service: svc.name, ipv6: f.nft == ipv6.nft, affinity: svc.affinity}
 	if group != nil {
 		index, choices = group.index, group.choices
-		textKey.group = svc.group
 		if group.mapName == "" {
 			group.mapName = groupBucketMapName(svc.group)
 			t.addBucketMap(group.mapName, f.ip+" daddr", &Buckets{Index: index, Choices: choices, Family: f.nft})
@@ -214,17 +237,23 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 		t.addChain(fwChain, firewallRule(f, svc.ranges))
 	}
 	for _, fe := range frontends {
-		textKey.protocol, textKey.port, textKey.nodePort = fe.port.Protocol, fe.port.Port, fe.port.NodePort
-		text := memo.text(textKey)
-		chain := text.chain
-		if _, ok := t.Chains[chain]; !ok {
-			t.addChain(chain, text.rule)
-			if group == nil {
+		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
+		var chain string
+		if group != nil {
+			// The group's chain: no chain per service port, which nft
+			// would read on every run (see BenchmarkKernelAddOneService).
+			chain = group.chain(t, f, svc.group, fe.port.Protocol, svc.affinity)
+			t.addElement(mapNodePorts, key, []string{strconv.Itoa(int(fe.port.NodePort))})
+		} else {
+			textKey.protocol, textKey.port, textKey.nodePort = fe.port.Protocol, fe.port.Port, fe.port.NodePort
+			text := memo.text(textKey)
+			chain = text.chain
+			if _, ok := t.Chains[chain]; !ok {
+				t.addChain(chain, text.rule)
 				t.addBucketMap(bucketMapName(svc.name, fe.port), dnatValueTypeOf(f, fe.port.Protocol),
 					&Buckets{Index: index, Choices: choices, NodePort: fe.port.NodePort, Family: f.nft})
 			}
 		}
-		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(mapServicePorts, key, []string{"goto " + chain})
 		if fwChain != "" {
 			t.addElement(mapFirewallIPs, key, []string{"goto " + fwChain})
@@ -244,22 +273,14 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 	}
 }
 
-// newPortText formats the chain name and DNAT rule of k: a port with a
-// map of its own hashes with HashSeed; one of a group looks up the group's
-// map and hashes with a seed of its service's own, so that a client's
-// flows to two services of a group land in unrelated buckets.
+// newPortText formats the chain name and DNAT rule of k, a port with a
+// bucket map of its own.
 func newPortText(k portTextKey) portText {
 	f, p := ipv4, Port{Protocol: k.protocol, Port: k.port, NodePort: k.nodePort}
 	if k.ipv6 {
 		f = ipv6
 	}
-	pt := portText{chain: serviceChainName(k.service, p)}
-	if k.group == "" {
-		pt.rule = dnatRule(f, p, k.affinity, HashSeed, bucketMapName(k.service, p), false)
-	} else {
-		pt.rule = dnatRule(f, p, k.affinity, serviceSeed(k.service), groupBucketMapName(k.group), true)
-	}
-	return pt
+	return portText{chain: serviceChainName(k.service, p), rule: dnatRule(f, p, k.affinity, bucketMapName(k.service, p))}
 }
 
 // dnatValueTypeOf is the value of a DNAT bucket map's typeof, "ip daddr .
@@ -276,23 +297,34 @@ func dnatValueTypeOf(f family, p Protocol) string {
 	return "ip daddr . tcp dport"
 }
 
-// dnatRule picks the bucket by a jhash seeded with seed and DNATs to that
-// bucket's backend, looked up in the port's bucket map (address . NodePort)
-// or, addrOnly, in its group's (the address; the rule adds the NodePort). nft 1.0.6
-// needs "meta l4proto" before "dnat ... map". The rule does not depend on
-// the backends: a change of backends or health changes the map's elements
-// only. With no element (no healthy backend) the lookup fails and the rule
-// does not match.
-func dnatRule(f family, p Port, affinity bool, seed uint32, bucketMap string, addrOnly bool) string {
+// dnatRule picks the bucket by "jhash saddr . sport" (saddr alone for
+// ClientIP affinity) seeded with HashSeed and DNATs to that bucket's
+// backend, looked up in the port's bucket map (address . NodePort). nft
+// 1.0.6 needs "meta l4proto" before "dnat ... map". The rule does not
+// depend on the backends: a change of backends or health changes the map's
+// elements only. With no element (no healthy backend) the lookup fails and
+// the rule does not match.
+func dnatRule(f family, p Port, affinity bool, bucketMap string) string {
 	key := f.ip + " saddr . th sport"
 	if affinity {
 		key = f.ip + " saddr"
 	}
-	rule := fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s", p.Protocol.nft(), f.ip, key, BucketCount, seed, bucketMap)
-	if addrOnly {
-		rule += " : " + strconv.Itoa(int(p.NodePort))
+	return fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s", p.Protocol.nft(), f.ip, key, BucketCount, HashSeed, bucketMap)
+}
+
+// groupDNATRule is the one rule of a bucket group's chain for protocol
+// proto: the bucket is picked by a jhash that also covers the VIP and port
+// ("jhash saddr . sport . daddr . dport", "saddr . daddr . dport" for
+// ClientIP affinity), so that a client's flows to two services of the
+// group land in unrelated buckets; the address comes from the group's map
+// and the NodePort from @node-ports (VIP . protocol . port).
+func groupDNATRule(f family, proto Protocol, affinity bool, bucketMap string) string {
+	key := f.ip + " saddr . th sport . " + f.ip + " daddr . th dport"
+	if affinity {
+		key = f.ip + " saddr . " + f.ip + " daddr . th dport"
 	}
-	return rule
+	return fmt.Sprintf("meta l4proto %s dnat %s to jhash %s mod %d seed %#x map @%s : %s daddr . meta l4proto . th dport map @%s",
+		proto.nft(), f.ip, key, BucketCount, HashSeed, bucketMap, f.ip, mapNodePorts)
 }
 
 // has reports whether b has an address of the family.

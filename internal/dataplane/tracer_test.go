@@ -179,7 +179,7 @@ var (
 	reSaddrNotIn   = regexp.MustCompile(`^(ip6?) saddr != \{ ([^}]*) \}\s*`)
 	reJump         = regexp.MustCompile(`^(jump|goto) (\S+)\s*`)
 	reTerminal     = regexp.MustCompile(`^(drop|accept|reject with tcp reset|reject)\s*$`)
-	reDNAT         = regexp.MustCompile(`^dnat (ip6?) to jhash (ip6?) saddr( \. th sport)? mod (\d+) seed (0x[0-9a-f]+) map @(\S+)( : (\d+))?\s*$`)
+	reDNAT         = regexp.MustCompile(`^dnat (ip6?) to jhash (ip6?) saddr( \. th sport)?( \. ip6? daddr \. th dport)? mod (\d+) seed (0x[0-9a-f]+) map @(\S+)( : (\d+))?( : ip6? daddr \. meta l4proto \. th dport map @(\S+))?\s*$`)
 	reSNAT         = regexp.MustCompile(`^snat (ip6?) to ct original (ip6?) daddr map @(\S+)\s*$`)
 )
 
@@ -304,39 +304,56 @@ func inPrefixes(t *testing.T, a netip.Addr, set string) bool {
 }
 
 // dnat applies `dnat to jhash ... map @bucket-map` (elements "bucket :
-// addr . port"), or `... map @group-map : port` (elements "bucket :
-// addr"); false when the bucket has no element (the kernel's lookup fails
-// and the rule does not match).
+// addr . port"), `... map @group-map : port` (elements "bucket : addr"),
+// or a group chain's `jhash saddr . sport . daddr . dport ... map
+// @group-map : ip daddr . meta l4proto . th dport map @node-ports`; false
+// when a lookup finds no element (the kernel's lookup fails and the rule
+// does not match).
 func (tr *tracer) dnat(table *knftables.FakeTable, f *flow, m []string) bool {
-	modulus, _ := strconv.ParseUint(m[4], 10, 32)
-	seed, _ := strconv.ParseUint(m[5], 0, 32)
-	bucket := jhashBucket(f.src, f.sport, m[3] != "", uint32(seed), uint32(modulus))
-	v := tr.lookup(table, m[6], strconv.Itoa(int(bucket)))
+	modulus, _ := strconv.ParseUint(m[5], 10, 32)
+	seed, _ := strconv.ParseUint(m[6], 0, 32)
+	var dst netip.Addr
+	if m[4] != "" {
+		dst = f.dst
+	}
+	bucket := jhashBucket(f.src, f.sport, m[3] != "", dst, f.dport, uint32(seed), uint32(modulus))
+	v := tr.lookup(table, m[7], strconv.Itoa(int(bucket)))
 	if v == "" {
 		return false
 	}
 	addr, port, ok := strings.Cut(v, " . ")
-	if m[8] != "" {
-		addr, port, ok = v, m[8], !ok
+	switch {
+	case m[9] != "":
+		addr, port, ok = v, m[9], !ok
+	case m[11] != "":
+		port = tr.lookup(table, m[11], f.dst.String(), f.proto, strconv.Itoa(int(f.dport)))
+		addr, ok = v, !ok && port != ""
 	}
 	if !ok {
-		tr.t.Fatalf("bad map value %q", v)
+		tr.t.Fatalf("bad map value %q (or no NodePort for it)", v)
 	}
 	p, _ := strconv.ParseUint(port, 10, 16)
 	f.dst, f.dport, f.dnatted = netip.MustParseAddr(addr), uint16(p), true
 	return true
 }
 
-// jhashBucket computes what `jhash ip saddr [. th sport] mod N seed S` gives
-// in the kernel (nft_jhash_eval): the concatenation is laid out in 32-bit
-// registers (the port zero-padded), hashed with jhash, and scaled to N by
-// reciprocal_scale.
-func jhashBucket(src netip.Addr, sport uint16, withPort bool, seed, modulus uint32) uint32 {
+// jhashBucket computes what `jhash ip saddr [. th sport] [. ip daddr . th
+// dport] mod N seed S` gives in the kernel (nft_jhash_eval): the
+// concatenation is laid out in 32-bit registers (the ports zero-padded),
+// hashed with jhash, and scaled to N by reciprocal_scale. dst is left out
+// when it is the zero Addr.
+func jhashBucket(src netip.Addr, sport uint16, withPort bool, dst netip.Addr, dport uint16, seed, modulus uint32) uint32 {
+	port := func(p uint16) []byte {
+		var reg [4]byte
+		binary.BigEndian.PutUint16(reg[:], p)
+		return reg[:]
+	}
 	data := src.AsSlice()
 	if withPort {
-		var reg [4]byte
-		binary.BigEndian.PutUint16(reg[:], sport)
-		data = append(data, reg[:]...)
+		data = append(data, port(sport)...)
+	}
+	if dst.IsValid() {
+		data = append(append(data, dst.AsSlice()...), port(dport)...)
 	}
 	h := jhash(data, seed)
 	return uint32((uint64(h) * uint64(modulus)) >> 32)

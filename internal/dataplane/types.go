@@ -91,9 +91,12 @@ type Service struct {
 	// because they come from the same source (the agent: every Service
 	// checked by the same health check, which is every Service with
 	// externalTrafficPolicy Cluster). The services of a group share one
-	// bucket map per family and forwarding mode, and each picks a bucket
-	// with a jhash seeded by its own name; a node change or a node's health
-	// then rewrites the elements of that one map, not of a map per service.
+	// bucket map per family and forwarding mode, and in proxy forwarding
+	// one chain per protocol, whose jhash covers the VIP and port (in
+	// passthrough, each service's rule is seeded by its name); a node
+	// change or a node's health then rewrites the elements of that one map,
+	// not of a map per service, and a service of the group that comes or
+	// goes adds or deletes elements only.
 	// A service whose backends differ from those of its group's first
 	// service (by name) gets a map of its own, as one without a group does.
 	BucketGroup string

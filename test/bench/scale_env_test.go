@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/sandbox"
 	"github.com/groundcloud/groundcloud/internal/testbed"
@@ -340,7 +339,7 @@ func (s *scaleEnv) servicePorts(ctx context.Context) int {
 	if err != nil {
 		return 0
 	}
-	return strings.Count(out, ": goto svc-")
+	return strings.Count(out, ": goto ")
 }
 
 // servicesWith counts the service ports of the agent's IPv4 table whose
@@ -351,23 +350,55 @@ func (s *scaleEnv) servicesWith(ctx context.Context, addr netip.Addr) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	with := map[string]bool{}
+	return parseListing(out).portsTo(addr), nil
+}
+
+// portsTo counts the service ports whose bucket map DNATs to addr.
+func (l listing) portsTo(addr netip.Addr) int {
 	n := 0
-	for _, block := range strings.Split(out, "\tmap ")[1:] {
-		name, _, _ := strings.Cut(block, " ")
-		block, _, _ = strings.Cut(block, "\tchain ")
-		with[name] = mapValueHas(block, addr)
-	}
-	for _, m := range ruleMap.FindAllStringSubmatch(out, -1) {
-		if with[m[1]] {
+	for _, chain := range l.ports {
+		if mapValueHas(l.maps[l.chainMaps[chain]], addr) {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
-// ruleMap finds the bucket map in a service port's DNAT rule.
-var ruleMap = regexp.MustCompile(`dnat (?:ip6? )?to jhash [^\n]* map @(\S+?)(:\d+)?\n`)
+// listing is what the benchmark reads of a listed table: each map's
+// listing by name, the bucket map each chain's DNAT rule looks up, and the
+// chain each element of service-ports ("VIP . protocol . port") goes to.
+type listing struct {
+	maps      map[string]string
+	chainMaps map[string]string
+	ports     map[string]string
+}
+
+func parseListing(out string) listing {
+	l := listing{maps: map[string]string{}, chainMaps: map[string]string{}, ports: map[string]string{}}
+	for _, block := range strings.Split(out, "\n\tmap ")[1:] {
+		name, body, _ := strings.Cut(block, " {")
+		body, _, _ = strings.Cut(body, "\n\t}")
+		l.maps[name] = body
+	}
+	for _, block := range strings.Split(out, "\n\tchain ")[1:] {
+		name, body, _ := strings.Cut(block, " {")
+		if m := ruleMap.FindStringSubmatch(body); m != nil {
+			l.chainMaps[name] = m[1]
+		}
+	}
+	for _, m := range portElement.FindAllStringSubmatch(l.maps["service-ports"], -1) {
+		l.ports[m[1]] = m[2]
+	}
+	return l
+}
+
+// ruleMap finds the bucket map in a service port's or a bucket group's
+// DNAT rule: "... map @bkt-…", "... map @grp-…:30080" or "... map
+// @grp-…:ip daddr . meta l4proto . tcp dport map @node-ports".
+var ruleMap = regexp.MustCompile(`dnat (?:ip6? )?to jhash [^\n]*? map @([^\s:]+)(?::\d+|:ip6? daddr [^\n]*)?\n`)
+
+// portElement is one element of service-ports: key and target chain.
+var portElement = regexp.MustCompile(`(\S+ \. \w+ \. \d+) : goto ([^\s,}]+)`)
 
 // mapValueHas reports whether a listed map has an element whose value is
 // addr or starts with it ("addr . port").
@@ -375,18 +406,28 @@ func mapValueHas(listing string, addr netip.Addr) bool {
 	return regexp.MustCompile(`: ` + regexp.QuoteMeta(addr.String()) + `([ ,\n}]|$)`).MatchString(listing)
 }
 
-// bucketMapOf is the bucket map the rule of the scale namespace's Service
-// name (its port 80) looks up in the agent's IPv4 table.
+// bucketMapOf is the bucket map that port 80 of the scale namespace's
+// Service name DNATs through in the agent's IPv4 table (its own or its
+// bucket group's).
 func (s *scaleEnv) bucketMapOf(ctx context.Context, name string) (string, error) {
-	out, err := s.nft(ctx, "list", "chain", "ip", "groundcloud", dataplane.ServiceChainName(scaleNamespace+"/"+name, dataplane.Port{Protocol: dataplane.TCP, Port: 80}))
+	svc, err := s.fast.CoreV1().Services(scaleNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
-	m := ruleMap.FindStringSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("no bucket map in the chain of %s:\n%s", name, out)
+	if len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return "", fmt.Errorf("service %s has no address", name)
 	}
-	return m[1], nil
+	out, err := s.nft(ctx, "list", "table", "ip", "groundcloud")
+	if err != nil {
+		return "", err
+	}
+	l := parseListing(out)
+	key := svc.Status.LoadBalancer.Ingress[0].IP + " . tcp . 80"
+	m := l.chainMaps[l.ports[key]]
+	if m == "" {
+		return "", fmt.Errorf("no bucket map for %s (%s) in the table", name, key)
+	}
+	return m, nil
 }
 
 // mapHas reports whether the agent's IPv4 map name DNATs to addr.
@@ -556,10 +597,11 @@ func fetch(ctx context.Context, c *http.Client, url, path string) error {
 	return os.WriteFile(path, body, 0o644)
 }
 
-// The listing parsers read both kinds of bucket map: a group's (addresses)
-// and a service port's own (address . NodePort).
+// The listing parsers read both kinds of bucket map and chain: a group's
+// (addresses; the NodePort from node-ports) and a service port's own
+// (address . NodePort).
 func TestBucketMapListing(t *testing.T) {
-	const listing = `table ip groundcloud {
+	const out = `table ip groundcloud {
 	map grp-X6OO4N4Q-http_10256/healthz {
 		typeof numgen inc mod 2 : ip daddr
 		elements = { 0 : 192.0.2.11, 1 : 192.0.2.12 }
@@ -570,8 +612,16 @@ func TestBucketMapListing(t *testing.T) {
 		elements = { 0 : 192.0.2.12 . 30001, 1 : 192.0.2.12 . 30001 }
 	}
 
-	chain svc-A-scale/svc-0000/tcp/80 {
-		dnat to jhash ip saddr . tcp sport mod 128 seed 0x68ddfeca map @grp-X6OO4N4Q-http_10256/healthz:30000
+	map service-ports {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "VIP . protocol . port to the chain that picks a backend"
+		elements = { 100.64.16.1 . tcp . 80 : goto grp-X6OO4N4Q-http_10256/healthz/tcp,
+			     100.64.16.2 . tcp . 80 : goto svc-B-scale/svc-0001/tcp/80,
+			     100.64.16.3 . tcp . 80 : goto grp-X6OO4N4Q-http_10256/healthz/tcp }
+	}
+
+	chain grp-X6OO4N4Q-http_10256/healthz/tcp {
+		dnat to jhash ip saddr . tcp sport . ip daddr . tcp dport mod 128 seed 0x67636c64 map @grp-X6OO4N4Q-http_10256/healthz:ip daddr . meta l4proto . tcp dport map @node-ports
 	}
 
 	chain svc-B-scale/svc-0001/tcp/80 {
@@ -579,14 +629,28 @@ func TestBucketMapListing(t *testing.T) {
 	}
 }
 `
-	var maps []string
-	for _, m := range ruleMap.FindAllStringSubmatch(listing, -1) {
-		maps = append(maps, m[1])
+	l := parseListing(out)
+	wantChains := map[string]string{
+		"grp-X6OO4N4Q-http_10256/healthz/tcp": "grp-X6OO4N4Q-http_10256/healthz",
+		"svc-B-scale/svc-0001/tcp/80":         "bkt-ZYXKTAZY-scale/svc-0001/tcp/80",
 	}
-	if want := []string{"grp-X6OO4N4Q-http_10256/healthz", "bkt-ZYXKTAZY-scale/svc-0001/tcp/80"}; !slices.Equal(maps, want) {
-		t.Errorf("maps of the rules %q, want %q", maps, want)
+	if !maps.Equal(l.chainMaps, wantChains) {
+		t.Errorf("maps of the chains %q, want %q", l.chainMaps, wantChains)
 	}
-	group, own, _ := strings.Cut(listing, "\tmap bkt-")
+	wantPorts := map[string]string{
+		"100.64.16.1 . tcp . 80": "grp-X6OO4N4Q-http_10256/healthz/tcp",
+		"100.64.16.2 . tcp . 80": "svc-B-scale/svc-0001/tcp/80",
+		"100.64.16.3 . tcp . 80": "grp-X6OO4N4Q-http_10256/healthz/tcp",
+	}
+	if !maps.Equal(l.ports, wantPorts) {
+		t.Errorf("service ports %q, want %q", l.ports, wantPorts)
+	}
+	// The old layout's rule, a chain per service port of a group, still
+	// reads (a table written by an earlier agent).
+	if m := ruleMap.FindStringSubmatch("dnat to jhash ip saddr . tcp sport mod 128 seed 0x68ddfeca map @grp-X6OO4N4Q-http_10256/healthz:30000\n"); m == nil || m[1] != "grp-X6OO4N4Q-http_10256/healthz" {
+		t.Errorf("old group rule: %q", m)
+	}
+	group, own := l.maps["grp-X6OO4N4Q-http_10256/healthz"], l.maps["bkt-ZYXKTAZY-scale/svc-0001/tcp/80"]
 	for _, c := range []struct {
 		listing, addr string
 		want          bool
@@ -595,6 +659,14 @@ func TestBucketMapListing(t *testing.T) {
 	} {
 		if got := mapValueHas(c.listing, netip.MustParseAddr(c.addr)); got != c.want {
 			t.Errorf("mapValueHas(%s) = %v, want %v", c.addr, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		addr string
+		want int
+	}{{"192.0.2.11", 2}, {"192.0.2.12", 3}, {"192.0.2.13", 0}} {
+		if n := l.portsTo(netip.MustParseAddr(c.addr)); n != c.want {
+			t.Errorf("service ports to %s: %d, want %d", c.addr, n, c.want)
 		}
 	}
 }
