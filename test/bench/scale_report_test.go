@@ -391,9 +391,9 @@ benchmark's agent, a process without one, does not have).
    docs/agent.md says how to lower it. The same runs' validation of a sync
    checked the shared backend list once per Service; it is checked once
    per sync now (BenchmarkTranslate5000x100, side by side: 21.5 → 14 ms).
-16. The agent's syncs and memory at 5,000 (issue 13, 2026-12-02, the run
-   above against the two runs before it that day on this machine, not side
-   by side). A 60 s CPU profile of the agent while the 4,000 more were
+16. The agent's syncs and memory at 5,000 (issue 13, 2026-12-02, a run of
+   commit fa0c672, before 17, against the two runs before it that day on
+   this machine, not side by side). A 60 s CPU profile of the agent while the 4,000 more were
    created (the benchmark saves it with GROUNDCLOUD_BENCH_PROFILES): the
    agent used 27 % of one core, a third of it in syncs; in those, the data
    plane's normalize took a quarter (half of it growing its output list,
@@ -419,8 +419,8 @@ benchmark's agent, a process without one, does not have).
    (creating the 4,000 took 154, 173 and 180 s: the machine's other work
    varied). What limits it: the agent made 185 data-plane syncs in the
    180 s of creation,
-   0.21 s each on average (the row above: the data plane's part, plan and
-   nft), and rests twice a sync's wall time after it, so a new Service
+   0.21 s each on average (the summary's row of syncs, in that run: the
+   data plane's part, plan and nft), and rests twice a sync's wall time after it, so a new Service
    waits for the sync in progress, that rest and its own sync. The Go part
    of a sync at 5,000 is now about 30 ms; the rest is nft.
    BenchmarkKernelAddOneService (internal/dataplane) runs the transaction
@@ -428,10 +428,34 @@ benchmark's agent, a process without one, does not have).
    100, 23 ms at 1,000 and 64 ms at 5,000 on this machine when idle,
    because nft reads every chain of the table (one per service port)
    before it evaluates a rule or a verdict element; on the benchmark's busy
-   machine that is most of the 0.21 s. Not done, and what would meet the
-   goal: fewer chains (the Services of a bucket group need no chain each
-   if the group's one rule looks their NodePort up in a map), or a rest
-   by CPU instead of wall time (tried, and taken back, see 13).
+   machine that is most of the 0.21 s. What would meet the goal: fewer
+   chains (the Services of a bucket group need no chain each if the
+   group's one rule looks their NodePort up in a map: done in 17), or a
+   rest by CPU instead of wall time (tried, and taken back, see 13).
+17. One chain per protocol for the Services of a bucket group (issue 13,
+   2026-12-02, the run above). Item 16's limit, fixed: every Service port
+   had a chain of its own, and nft reads every chain of the table before
+   it evaluates a rule or a verdict element, so each sync paid for the
+   table's size. Now service-ports sends the ports of the Services with
+   externalTrafficPolicy Cluster to their group's chain for the protocol,
+   whose one rule hashes source address and port, VIP and port into the
+   group's bucket map and takes the NodePort from the map node-ports; a new
+   such Service is three map elements and no chain (internal/dataplane,
+   docs/packet-path.md). BenchmarkKernelAddOneService, the two versions
+   alternating three times on this machine, idle: 14 / 21 / 48 ms per nft
+   run at 100 / 1,000 / 5,000 Services with a chain per Service, 13 / 13 /
+   14 ms with the group's chain. What the Syncer holds for 5,000 Services
+   (BenchmarkSyncerHeld5000x100): 4.3 → 2.9 MB. Against item 16's run:
+   the agent's data-plane syncs while the 4,000 more were created 185 of
+   0.21 s mean → 223 of 0.15 s; address → first connection at 5,000 p50
+   0.69 → 0.46 s, p99 2.30 → 1.27 s (not met: the rest of a sync is the
+   agent's own work and waiting for a CPU on this machine, which the
+   apiserver keeps busy creating Services, and the runner rests twice a
+   sync's wall time); the agent's heap in use at 5,000 23.7 → 16.6 MB, RSS
+   97 → 90 MiB, peak 108 → 103 MiB (still above the goal while the 4,000
+   are created). At 1,000 the p99 was 1.11 s in this run (0.80 s in item
+   16's): the p99 of a sample of 50 is its maximum, which one slow sync
+   decides.
 
 Why two services/status writes per Service: both are the upstream
 service controller's, through the status subresource: one adds the
