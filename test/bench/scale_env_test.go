@@ -483,33 +483,7 @@ func logFile(dir, name string) string { return filepath.Join(dir, name) }
 // GROUNDCLOUD_BENCH_PROFILES names a directory (read them with
 // go tool pprof -sample_index=inuse_space). Failures are logged only.
 func (s *scaleEnv) heapProfiles(t *testing.T, label string) {
-	dir := os.Getenv("GROUNDCLOUD_BENCH_PROFILES")
-	if dir == "" {
-		return
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Logf("profiles: %v", err)
-		return
-	}
-	ccm := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the controller manager's self-signed serving certificate
-	}}
-	agent := s.lb.HTTPClient()
-	agent.Timeout = 30 * time.Second
-	for _, p := range []struct {
-		who, url string
-		c        *http.Client
-	}{
-		{"controller-manager", fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", ccmSecurePort), ccm},
-		{"agent", "http://127.0.0.1:10263/debug/pprof/heap", agent},
-	} {
-		path := filepath.Join(dir, label+"-"+p.who+".heap")
-		if err := fetch(t.Context(), p.c, p.url, path); err != nil {
-			t.Logf("profiles: %s: %v", p.who, err)
-			continue
-		}
-		t.Logf("profiles: saved %s", path)
-	}
+	s.profiles(t, label, "heap", "heap", 0, 30*time.Second)()
 }
 
 // cpuProfiles saves the controller manager's and the agent's CPU profiles
@@ -517,6 +491,15 @@ func (s *scaleEnv) heapProfiles(t *testing.T, label string) {
 // GROUNDCLOUD_BENCH_PROFILES names a directory; the returned function
 // waits for them. Failures are logged only.
 func (s *scaleEnv) cpuProfiles(t *testing.T, label string, after, span time.Duration) (wait func()) {
+	return s.profiles(t, label, fmt.Sprintf("profile?seconds=%d", int(span.Seconds())), "cpu", after, span+30*time.Second)
+}
+
+// profiles fetches /debug/pprof/<path> from the controller manager (its
+// secure port) and the agent (its metrics address inside its host) after
+// the given delay, each within timeout, into
+// <dir>/<label>-{controller-manager,agent}.<ext>; the returned function
+// waits for both.
+func (s *scaleEnv) profiles(t *testing.T, label, path, ext string, after, timeout time.Duration) (wait func()) {
 	dir := os.Getenv("GROUNDCLOUD_BENCH_PROFILES")
 	if dir == "" {
 		return func() {}
@@ -525,19 +508,18 @@ func (s *scaleEnv) cpuProfiles(t *testing.T, label string, after, span time.Dura
 		t.Logf("profiles: %v", err)
 		return func() {}
 	}
-	timeout := after + span + 30*time.Second
-	ccm := &http.Client{Timeout: timeout, Transport: &http.Transport{
+	ccm := &http.Client{Timeout: after + timeout, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the controller manager's self-signed serving certificate
 	}}
 	agent := s.lb.HTTPClient()
-	agent.Timeout = timeout
+	agent.Timeout = after + timeout
 	var wg sync.WaitGroup
 	for _, p := range []struct {
 		who, url string
 		c        *http.Client
 	}{
-		{"controller-manager", fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", ccmSecurePort, int(span.Seconds())), ccm},
-		{"agent", fmt.Sprintf("http://127.0.0.1:10263/debug/pprof/profile?seconds=%d", int(span.Seconds())), agent},
+		{"controller-manager", fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/%s", ccmSecurePort, path), ccm},
+		{"agent", "http://127.0.0.1:10263/debug/pprof/" + path, agent},
 	} {
 		wg.Go(func() {
 			select {
@@ -545,12 +527,16 @@ func (s *scaleEnv) cpuProfiles(t *testing.T, label string, after, span time.Dura
 			case <-t.Context().Done():
 				return
 			}
-			path := filepath.Join(dir, label+"-"+p.who+".cpu")
-			if err := fetch(t.Context(), p.c, p.url, path); err != nil {
+			file := filepath.Join(dir, label+"-"+p.who+"."+ext)
+			body, err := get(t.Context(), p.c, p.url)
+			if err == nil {
+				err = os.WriteFile(file, body, 0o644)
+			}
+			if err != nil {
 				t.Logf("profiles: %s: %v", p.who, err)
 				return
 			}
-			t.Logf("profiles: saved %s", path)
+			t.Logf("profiles: saved %s", file)
 		})
 	}
 	return wg.Wait
@@ -561,40 +547,32 @@ func (s *scaleEnv) cpuProfiles(t *testing.T, label string, after, span time.Dura
 func (s *scaleEnv) agentSyncs(ctx context.Context) (syncStats, error) {
 	c := s.lb.HTTPClient()
 	c.Timeout = 30 * time.Second
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10263/metrics", nil)
-	if err != nil {
-		return syncStats{}, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return syncStats{}, fmt.Errorf("agent metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := get(ctx, c, "http://127.0.0.1:10263/metrics")
 	if err != nil {
 		return syncStats{}, fmt.Errorf("agent metrics: %w", err)
 	}
 	return parseSyncStats(string(body))
 }
 
-func fetch(ctx context.Context, c *http.Client, url, path string) error {
+// get returns the body of a GET of url, an error unless it is 200 OK.
+func get(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
+		return nil, fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
 	}
-	return os.WriteFile(path, body, 0o644)
+	return body, nil
 }
 
 // The listing parsers read both kinds of bucket map and chain: a group's
