@@ -167,3 +167,31 @@ func TestBucketGroupPassthrough(t *testing.T) {
 }
 
 func sortedStrings(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// A node without an address of a family gets none of that family's flows,
+// for the services of a group and for one with a map of its own.
+func TestFamilyWithoutAddressGetsNoFlows(t *testing.T) {
+	backends := []Backend{
+		{Node: "node-1", Healthy: true, Addrs: addrs("192.0.2.11", "2001:db8::11")},
+		{Node: "node-2", Healthy: true, Addrs: addrs("192.0.2.12")},
+	}
+	var st State
+	for i, group := range []string{"cluster", "cluster", ""} {
+		st.Services = append(st.Services, Service{
+			Name: fmt.Sprintf("ns/svc-%d", i), BucketGroup: group, Backends: backends,
+			VIPs:  addrs(fmt.Sprintf("198.51.100.%d", 10+i), fmt.Sprintf("2001:db8:1::%d", 10+i)),
+			Ports: []Port{{Protocol: TCP, Port: 80, NodePort: uint16(30080 + i)}},
+		})
+	}
+	tr, _ := syncedTracer(t, st)
+	for _, svc := range st.Services {
+		to := map[string]int{}
+		for sport := uint16(40000); sport < 40064; sport++ {
+			to[tr.run(tcp("2001:db8:2::7", sport, svc.VIPs[1].String(), 80)).dnat.Addr().String()]++
+			to[tr.run(tcp("203.0.113.7", sport, svc.VIPs[0].String(), 80)).dnat.Addr().String()]++
+		}
+		if to["2001:db8::11"] != 64 || to["192.0.2.11"] == 0 || to["192.0.2.12"] == 0 {
+			t.Errorf("%s: flows by node address %v; want every IPv6 flow at node-1 and IPv4 flows at both", svc.Name, to)
+		}
+	}
+}

@@ -106,24 +106,23 @@ func desiredTable(f family, services []service, memo *assignMemo) *Table {
 // all of them, and then no copy. It remembers the last list it filtered,
 // which the services of a table usually share.
 type familyBackends struct {
-	f     family
-	first *Backend
-	n     int
-	out   []Backend
+	f    family
+	last sharedList
+	out  []Backend
 }
 
 func (c *familyBackends) of(backends []Backend) []Backend {
 	if len(backends) == 0 {
 		return backends
 	}
-	if c.first == &backends[0] && c.n == len(backends) {
+	if c.last.is(backends) {
 		return c.out
 	}
 	out := backends
 	if slices.ContainsFunc(backends, func(b Backend) bool { return !c.f.has(b) }) {
 		out = slices.DeleteFunc(slices.Clone(backends), func(b Backend) bool { return !c.f.has(b) })
 	}
-	c.first, c.n, c.out = &backends[0], len(backends), out
+	c.last, c.out = sharedListOf(backends), out
 	return out
 }
 

@@ -137,24 +137,40 @@ func check(s State, keep bool) ([]service, []error) {
 // cleanCache remembers the last backend list cleanBackends passed: the
 // services of one State usually share one list (the agent's Translate
 // shares it), which is then checked once, not once per service.
-type cleanCache struct {
-	first *Backend
-	n     int
-}
+type cleanCache struct{ last sharedList }
 
 // clean is cleanBackends(backends), remembered for the last list that
 // passed.
 func (c *cleanCache) clean(backends []Backend) bool {
-	if len(backends) > 0 && c.first == &backends[0] && c.n == len(backends) {
+	if c.last.is(backends) {
 		return true
 	}
 	if !cleanBackends(backends) {
 		return false
 	}
-	if len(backends) > 0 {
-		c.first, c.n = &backends[0], len(backends)
-	}
+	c.last = sharedListOf(backends)
 	return true
+}
+
+// sharedList identifies a backend list by its first element and length:
+// the services of a State that share a list share its array, so that
+// "the same list as the last service's" is one comparison.
+type sharedList struct {
+	first *Backend
+	n     int
+}
+
+func sharedListOf(backends []Backend) sharedList {
+	if len(backends) == 0 {
+		return sharedList{}
+	}
+	return sharedList{&backends[0], len(backends)}
+}
+
+// is reports whether backends is the list l identifies (never for an
+// empty one).
+func (l sharedList) is(backends []Backend) bool {
+	return len(backends) > 0 && l == sharedListOf(backends)
 }
 
 func normalizeService(svc Service, checked *cleanCache) (service, []error) {
