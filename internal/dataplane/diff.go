@@ -159,11 +159,9 @@ func PartialSync(tx *knftables.Transaction, applied, desired *Table, batch bool)
 			addElements(tx, m, batch)
 			continue
 		}
-		for _, key := range m.keys() {
+		for _, key := range differing(m, old) {
 			e, _ := m.element(key)
-			if prev, ok := old.element(key); !ok || !prev.equal(e) {
-				addElement(tx, name, e)
-			}
+			addElement(tx, name, e)
 		}
 	}
 	for _, name := range goneMaps {
@@ -216,12 +214,34 @@ func deleteStaleElements(tx *knftables.Transaction, old, desired *Map, batch boo
 		deleteMoved(tx, old, desired.Buckets, batch)
 		return
 	}
-	for _, key := range old.keys() {
+	for _, key := range differing(old, desired) {
 		e, _ := old.element(key)
-		if cur, ok := desired.element(key); !ok || !cur.equal(e) {
-			tx.Delete(&knftables.Element{Map: old.Name, Key: e.Key})
+		tx.Delete(&knftables.Element{Map: old.Name, Key: e.Key})
+	}
+}
+
+// differing returns, in m's order (see keys), the keys of m's elements
+// that other lacks or holds with another value. Of two plain maps only the
+// keys found are sorted: a sync that adds one Service compares thousands
+// of elements of service-ports and node-ports and writes three.
+func differing(m, other *Map) []string {
+	var keys []string
+	if m.Buckets != nil || other.Buckets != nil {
+		for _, key := range m.keys() {
+			e, _ := m.element(key)
+			if o, ok := other.element(key); !ok || !o.equal(e) {
+				keys = append(keys, key)
+			}
+		}
+		return keys
+	}
+	for key, e := range m.Elements {
+		if o, ok := other.Elements[key]; !ok || !o.equal(e) {
+			keys = append(keys, key)
 		}
 	}
+	slices.Sort(keys)
+	return keys
 }
 
 // addMoved adds the elements of bucket map m whose buckets moved from

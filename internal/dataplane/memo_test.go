@@ -44,7 +44,7 @@ func TestAssignMemo(t *testing.T) {
 }
 
 // TestDesiredMemoMatches checks that a Syncer's memo never changes the
-// ruleset (chains and bucket maps), across health changes, a node moving to
+// ruleset (chains, bucket maps and the plain maps' elements), across health changes, a node moving to
 // another address under the same name, a NodePort changing, session
 // affinity, services joining and leaving a bucket group and services
 // going away; and that it forgets what the last sync did not use.
@@ -94,6 +94,9 @@ func TestDesiredMemoMatches(t *testing.T) {
 		}
 		if len(m.texts) != texts {
 			t.Fatalf("%+v: the memo holds the text of %d ports, want %d", step, len(m.texts), texts)
+		}
+		if len(m.frontends) != step.services { // one frontend each
+			t.Fatalf("%+v: the memo holds the elements of %d frontends, want %d", step, len(m.frontends), step.services)
 		}
 		for name, mp := range want.IPv4.Maps {
 			if !reflect.DeepEqual(mp, got.IPv4.Maps[name]) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"sigs.k8s.io/knftables"
@@ -94,11 +93,13 @@ func skeleton(f family) *Table {
 
 func desiredTable(f family, services []service, memo *assignMemo) *Table {
 	t := skeleton(f)
+	memo.presize(t)
 	groups := groupMaps{}
 	ofFamily := &familyBackends{f: f}
 	for _, svc := range services {
 		addService(t, f, svc, memo, groups, ofFamily)
 	}
+	memo.recordSizes(t)
 	return t
 }
 
@@ -236,13 +237,11 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 		t.addChain(fwChain, firewallRule(f, svc.ranges))
 	}
 	for _, fe := range frontends {
-		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		var chain string
 		if group != nil {
 			// The group's chain: no chain per service port, which nft
 			// would read on every run (see BenchmarkKernelAddOneService).
 			chain = group.chain(t, f, svc.group, fe.port.Protocol, svc.affinity)
-			t.addElement(mapNodePorts, key, []string{strconv.Itoa(int(fe.port.NodePort))})
 		} else {
 			textKey.protocol, textKey.port, textKey.nodePort = fe.port.Protocol, fe.port.Port, fe.port.NodePort
 			text := memo.text(textKey)
@@ -253,14 +252,18 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 					&Buckets{Index: index, Choices: choices, NodePort: fe.port.NodePort, Family: f.nft})
 			}
 		}
-		t.addElement(mapServicePorts, key, []string{"goto " + chain})
+		text := memo.frontend(frontendTextKey{vip: fe.vip, protocol: fe.port.Protocol, port: fe.port.Port, nodePort: fe.port.NodePort, chain: chain})
+		if group != nil {
+			t.addElementText(mapNodePorts, text.joined, text.key, text.nodePort)
+		}
+		t.addElementText(mapServicePorts, text.joined, text.key, text.verd)
 		if fwChain != "" {
-			t.addElement(mapFirewallIPs, key, []string{"goto " + fwChain})
+			t.addElementText(mapFirewallIPs, text.joined, text.key, []string{"goto " + fwChain})
 		}
 		if !reachable {
-			t.addElement(mapNoEndpoints, key, []string{"goto " + chainReject})
+			t.addElementText(mapNoEndpoints, text.joined, text.key, gotoReject)
 		}
-		t.addElement(mapVIPSNAT, []string{fe.vip.String()}, []string{fe.vip.String()})
+		t.addElementText(mapVIPSNAT, text.key[0], text.vip, text.vip)
 		if fe.port.Protocol == UDP && reachable {
 			for _, c := range index {
 				if c == 0 {

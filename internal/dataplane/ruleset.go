@@ -143,6 +143,14 @@ func (t *Table) addElement(mapName string, key, value []string) {
 	t.Maps[mapName].Elements[strings.Join(key, " . ")] = Element{Key: key, Value: value}
 }
 
+// addElementText is addElement with the key joined already.
+func (t *Table) addElementText(mapName, joined string, key, value []string) {
+	t.Maps[mapName].Elements[joined] = Element{Key: key, Value: value}
+}
+
+// gotoReject is no-endpoints' verdict, shared by its elements.
+var gotoReject = []string{"goto " + chainReject}
+
 func (c *Chain) equal(o *Chain) bool {
 	return (c.Base == nil) == (o.Base == nil) && (c.Base == nil || *c.Base == *o.Base) && slices.Equal(c.Rules, o.Rules)
 }

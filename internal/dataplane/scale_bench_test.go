@@ -134,6 +134,23 @@ func benchmarkSync(b *testing.B, group string) {
 			}
 		}
 	})
+	// One more service and back, alternately: the sync a Service creation
+	// asks for.
+	more := scaleState(services+1, 100, group)
+	b.Run("service-change", func(b *testing.B) {
+		s := newSyncer(b)
+		i := 0
+		for b.Loop() {
+			i++
+			st := states[0]
+			if i%2 == 1 {
+				st = more
+			}
+			if _, err := s.Sync(ctx, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkDesiredPassthrough5000x100 is the plan (no transaction) of
