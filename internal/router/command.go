@@ -104,7 +104,7 @@ func NewCommand() *cobra.Command {
 	fs.StringVar(&o.Host, "host-name", o.Host, "this host's name in Route status (default: --node-name, else the machine's host name)")
 	fs.IntVar(&o.Protocol, "route-protocol", o.Protocol, "routing protocol number that marks our routes; only routes with it are ever changed or deleted")
 	fs.DurationVar(&o.MinSync, "min-sync-interval", o.MinSync, "least time between two syncs")
-	fs.DurationVar(&o.MaxSync, "max-sync-interval", o.MaxSync, "most time between two syncs: how soon a route deleted by hand comes back")
+	fs.DurationVar(&o.MaxSync, "max-sync-interval", o.MaxSync, "most time between two full checks (the kernel's route changes are watched and acted on at once; the full check repairs what the watch missed)")
 	logsapi.AddFlags(logOptions, fs)
 	return cmd
 }

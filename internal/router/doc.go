@@ -15,7 +15,9 @@
 //   - the kernel shell (NetlinkTable): list, add, replace and delete routes
 //     in the main table, marked with a routing protocol number of our own
 //     (DefaultProtocol) — the only routes it ever lists, changes or
-//     deletes;
+//     deletes — and watch the main table's changes (Watch), so that a
+//     route the kernel dropped with its link comes back when the link
+//     does;
 //   - the loop (Router) and the per-host status it writes.
 //
 // It must not:

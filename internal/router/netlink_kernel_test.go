@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
@@ -145,4 +147,105 @@ func expectOurs(t *testing.T, h *lab.Host, want ...string) {
 	if diff := cmp.Diff(want, routesOf(t, h, fmt.Sprint(DefaultProtocol))); diff != "" {
 		t.Errorf("routes of protocol %d (-want +got):\n%s", DefaultProtocol, diff)
 	}
+}
+
+// TestNetlinkTableWatch watches a lab host's kernel: a route of ours
+// deleted by hand, the host's link going down (the kernel drops the routes
+// over it) and coming back, and a route of another protocol going away
+// are each told; adding routes of ours is not. After the link is back, a
+// sync puts every route back.
+func TestNetlinkTableWatch(t *testing.T) {
+	l := lab.NewT(t, lab.Options{})
+	r := l.AddHostT(t, "r", lab.HostOptions{Forwarding: true})
+	n2 := l.AddHostT(t, "n2", lab.HostOptions{})
+	table := newTable(t, r)
+	events := make(chan struct{}, 1)
+	if err := r.Do(func() error {
+		return table.Watch(t.Context(), func() {
+			select {
+			case events <- struct{}{}:
+			default:
+			}
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	told := func(what string) {
+		t.Helper()
+		select {
+		case <-events:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not told within 10 s", what)
+		}
+	}
+	// drain forgets what earlier steps caused; none expects nothing for a
+	// second.
+	drain := func() {
+		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-events:
+		default:
+		}
+	}
+	none := func(what string) {
+		t.Helper()
+		select {
+		case <-events:
+			t.Fatalf("%s: told of a change", what)
+		case <-time.After(time.Second):
+		}
+	}
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", append([]string{"-n", r.Netns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	wants := []Want{
+		{Dst: netip.MustParsePrefix("10.244.2.0/24"), Via: n2.Addr4, Name: "v4"},
+		{Dst: netip.MustParsePrefix("fd00:10:244:2::/64"), Via: n2.Addr6, Name: "v6"},
+	}
+	all := []string{fmt.Sprintf("10.244.2.0/24 via %s", n2.Addr4), fmt.Sprintf("fd00:10:244:2::/64 via %s", n2.Addr6)}
+	drain()
+	none("nothing happened")
+	if failed := syncTable(t, table, wants); len(failed) > 0 {
+		t.Fatal(failed)
+	}
+	expectOurs(t, r, all...)
+	none("routes of ours added")
+
+	ip("route", "del", "10.244.2.0/24")
+	told("a route of ours deleted by hand")
+	if failed := syncTable(t, table, wants); len(failed) > 0 {
+		t.Fatal(failed)
+	}
+	expectOurs(t, r, all...)
+
+	drain()
+	if err := r.SetLink(false); err != nil {
+		t.Fatal(err)
+	}
+	told("the link down")
+	if got := routesOf(t, r, fmt.Sprint(DefaultProtocol)); slices.Contains(got, all[0]) {
+		t.Fatalf("the kernel kept %q over a link that is down: %q", all[0], got)
+	}
+	// Nothing can be put back while it is down.
+	if failed := syncTable(t, table, wants); len(failed) == 0 {
+		t.Error("routes added over a link that is down")
+	}
+	drain()
+	if err := r.SetLink(true); err != nil {
+		t.Fatal(err)
+	}
+	told("the link up")
+	if failed := syncTable(t, table, wants); len(failed) > 0 {
+		t.Fatal(failed)
+	}
+	expectOurs(t, r, all...)
+
+	drain()
+	ip("route", "add", "198.51.100.0/24", "via", n2.Addr4.String(), "proto", "static")
+	told("another protocol's route added")
+	ip("route", "del", "198.51.100.0/24", "proto", "static")
+	told("another protocol's route deleted")
 }

@@ -74,6 +74,13 @@ func (r *Router) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
 		return nil // stopped before the first list: nothing was changed
 	}
+	if w, ok := r.cfg.Table.(Watcher); ok {
+		// A route the kernel dropped (its link went down and came back) or
+		// someone deleted comes back at once, not at the next full check.
+		if err := w.Watch(ctx, r.runner.Request); err != nil {
+			logger.Error(err, "Cannot watch the kernel's routes; only full checks (--max-sync-interval) put lost routes back")
+		}
+	}
 	logger.Info("Router running", "placement", r.cfg.Placement, "node", r.cfg.NodeName)
 	r.runner.Run(ctx)
 	logger.Info("Router stopped; routes stay in the kernel")

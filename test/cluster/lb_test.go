@@ -1196,8 +1196,8 @@ func moveTo(ctx context.Context, t *testing.T, c *cluster.Cluster, name, node st
 // Node (groundcloud.io/PodRoutes False), and the agents leave it out:
 // every connection through the address is answered, none through that
 // node, although its kube-proxy answers /healthz. Once the blackholes are
-// gone its router's next full check puts the routes back, and it carries
-// traffic again. Without the agents' wait, the connections that its
+// gone its router, which watches the kernel's routes, puts its own back,
+// and the node carries traffic again. Without the agents' wait, the connections that its
 // kube-proxy sends to a Pod elsewhere fail.
 func checkRoutesMissing(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 	ctx := t.Context()
@@ -1240,7 +1240,7 @@ func checkRoutesMissing(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 		}
 	}
 	broken := time.Now()
-	// The router finds out at its next full check (--max-sync-interval).
+	// The router sees the kernel's routes change.
 	waitPodRoutesCondition(t, c, node, corev1.ConditionFalse)
 	t.Logf("%s reported its routes missing %s after they were replaced", node, time.Since(broken).Round(time.Millisecond))
 	untilSpread(t, client, r, u, node+" without pod routes", func(got map[string]int) bool { return got[node] == 0 && got["error"] == 0 })

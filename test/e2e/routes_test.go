@@ -182,6 +182,29 @@ func TestPodRoutes(t *testing.T) {
 	env.startRouter(t, nodes[0], "--placement=node", "--node-name="+nodes[0].Name)
 	waitPodRoutes(t, env.Client, nodes[0].Name, v1.ConditionTrue, "2 routes")
 	expectPeer(t, pods[0].netns, pods[1].addr6, "pod-2", pods[0].addrOf(pods[1].addr6))
+
+	// Node 1's link goes down and comes back: the kernel drops every route
+	// over it and puts back only its own. The router watches the kernel's
+	// routes and puts ours back; its full check is ten minutes away, so
+	// nothing else could within the wait.
+	stopRouter()
+	env.startRouter(t, nodes[0], "--placement=node", "--node-name="+nodes[0].Name, "--max-sync-interval=10m")
+	env.waitKernelRoutes(t, nodes[0], want)
+	if err := nodes[0].SetLink(false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node-1's routes gone with its link", func() bool { return len(kernelRoutes(t, nodes[0], fmt.Sprint(router.DefaultProtocol))) == 0 })
+	waitPodRoutes(t, env.Client, nodes[0].Name, v1.ConditionFalse, "not programmed")
+	if err := nodes[0].SetLink(true); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	env.waitKernelRoutes(t, nodes[0], want)
+	t.Logf("node-1's routes back %s after its link came up", time.Since(up).Round(time.Millisecond))
+	waitPodRoutes(t, env.Client, nodes[0].Name, v1.ConditionTrue, "2 routes")
+	for _, dst := range []netip.Addr{pods[1].addr4, pods[1].addr6} {
+		expectPeer(t, pods[0].netns, dst, "pod-2", pods[0].addrOf(dst))
+	}
 	t.Logf("TestPodRoutes took %s", time.Since(began).Round(time.Millisecond))
 }
 
