@@ -137,6 +137,9 @@ type Agent struct {
 	neverWarned map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
 	offLink     map[string]string   // off-link backends warned about, by LoadBalancer; used by sync only
 	metrics     syncMetrics         // used by sync only
+	// translations keeps what each LoadBalancer object translates to;
+	// used by sync only.
+	translations *translateMemo
 }
 
 // New builds an agent; it starts nothing.
@@ -144,7 +147,7 @@ func New(cfg Config) *Agent {
 	if cfg.Cluster != nil && cfg.Owner == nil {
 		cfg.Owner = cfg.Cluster
 	}
-	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic), reports: newReportQueue()}
+	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic), reports: newReportQueue(), translations: &translateMemo{}}
 	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
 	a.lister = lbapi.NewLister(a.informer)
 	a.nodes = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, informers.WithTransform(backends.Transform))
@@ -435,7 +438,7 @@ func (a *Agent) host(ctx context.Context) Host {
 // a restart programs the same nodes as before it.
 func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend) Plan {
 	host := a.host(ctx)
-	plan := Translate(lbs, nodes, host, a.checker.State)
+	plan := a.translations.translate(lbs, nodes, host, a.checker.State)
 	a.checker.SetTargets(plan.Targets)
 	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
 		return plan
@@ -443,7 +446,7 @@ func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer, nodes []
 	start := time.Now()
 	all := a.checker.WaitProbed(ctx)
 	klog.FromContext(ctx).V(2).Info("Probed new health check targets", "elapsed", time.Since(start), "all", all)
-	return Translate(lbs, nodes, host, a.checker.State)
+	return a.translations.translate(lbs, nodes, host, a.checker.State)
 }
 
 // nodeBackends are the Nodes every LoadBalancer sends to, from the Node cache.

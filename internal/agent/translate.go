@@ -68,6 +68,65 @@ func (p *Problems) add(conflict bool, msg string) {
 // happens only when they take longer than that wait: then it does what it
 // did before the first probe existed rather than reject every flow).
 func Translate(lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend, host Host, state func(health.Target) health.State) Plan {
+	return (*translateMemo)(nil).translate(lbs, nodes, host, state)
+}
+
+// translateMemo keeps what Translate made of each LoadBalancer object but
+// its backends, by the object: the informer's cache replaces an object
+// when it changes and never changes one in place, so the same pointer
+// translates the same. Thousands of LoadBalancers are parsed and
+// formatted once, not on every sync. A nil *translateMemo keeps nothing.
+type translateMemo struct {
+	entries map[*v1alpha1.LoadBalancer]translated
+	last    map[*v1alpha1.LoadBalancer]translated // the sync before
+}
+
+// translated is one LoadBalancer's Service without Backends, and its
+// problems (Messages clipped: appending to them copies).
+type translated struct {
+	svc dataplane.Service
+	bad Problems
+}
+
+// one is translateOne, from the memo when lb was translated by the
+// Translate before. The Backends come from shared each time.
+func (m *translateMemo) one(lb *v1alpha1.LoadBalancer, state func(health.Target) health.State, targets map[health.Target]struct{}, shared *backendLists) (dataplane.Service, Problems) {
+	if m == nil {
+		return translateOne(lb, state, targets, shared)
+	}
+	t, ok := m.last[lb]
+	if !ok {
+		t.svc, t.bad = translateSpec(lb)
+		t.bad.Messages = slices.Clip(t.bad.Messages)
+	}
+	m.entries[lb] = t
+	svc := t.svc
+	svc.Backends = backendsOf(lb, state, targets, shared)
+	return svc, t.bad
+}
+
+// begin and end bracket one Translate: what it did not ask for is
+// forgotten. The two maps take turns, so that they are not made anew.
+func (m *translateMemo) begin() {
+	if m == nil {
+		return
+	}
+	m.last, m.entries = m.entries, m.last
+	if m.entries == nil {
+		m.entries = map[*v1alpha1.LoadBalancer]translated{}
+	}
+}
+
+func (m *translateMemo) end() {
+	if m != nil {
+		clear(m.last)
+	}
+}
+
+// translate is Translate, with the memo.
+func (m *translateMemo) translate(lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend, host Host, state func(health.Target) health.State) Plan {
+	m.begin()
+	defer m.end()
 	var p Plan
 	self := host.Node
 	p.State.Self, p.State.Interface, p.State.Links = self, host.Interface, host.Links
@@ -77,7 +136,7 @@ func Translate(lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend, host Host
 	p.State.Services = make([]dataplane.Service, 0, len(lbs))
 	problems := map[string]Problems{}
 	for _, lb := range lbs {
-		svc, bad := translateOne(lb, state, targets, shared)
+		svc, bad := m.one(lb, state, targets, shared)
 		if len(bad.Messages) > 0 {
 			problems[svc.Name] = bad
 		}
@@ -191,6 +250,14 @@ func (s *backendLists) add(k backendsKey, list []dataplane.Backend) {
 }
 
 func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.State, targets map[health.Target]struct{}, shared *backendLists) (dataplane.Service, Problems) {
+	svc, bad := translateSpec(lb)
+	svc.Backends = backendsOf(lb, state, targets, shared)
+	return svc, bad
+}
+
+// translateSpec is what lb's spec alone makes of its Service: all but the
+// Backends.
+func translateSpec(lb *v1alpha1.LoadBalancer) (dataplane.Service, Problems) {
 	svc := dataplane.Service{
 		Name:     lb.Namespace + "/" + lb.Name,
 		Affinity: lb.Spec.SessionAffinity == string(v1.ServiceAffinityClientIP),
@@ -229,16 +296,19 @@ func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.St
 		svc.SourceRanges = append(svc.SourceRanges, pfx.Masked())
 	}
 	svc.BucketGroup = bucketGroup(lb)
-	// A backend list depends on the health check only (the first
-	// LoadBalancer with it added its targets already).
+	return svc, bad
+}
+
+// backendsOf is lb's backend list. It depends on the health check only:
+// LoadBalancers with the same share one list (the first with it added its
+// targets already).
+func backendsOf(lb *v1alpha1.LoadBalancer, state func(health.Target) health.State, targets map[health.Target]struct{}, shared *backendLists) []dataplane.Backend {
 	k := keyOf(lb)
 	if list, ok := shared.find(k); ok {
-		svc.Backends = list
-		return svc, bad
+		return list
 	}
-	defer func() { shared.add(k, svc.Backends) }()
-	svc.Backends = make([]dataplane.Backend, 0, len(shared.nodes))
-	var unknown []int // indexes in svc.Backends
+	list := make([]dataplane.Backend, 0, len(shared.nodes))
+	var unknown []int // indexes in list
 	anyHealthy := false
 	for _, b := range shared.nodes {
 		be := dataplane.Backend{Node: b.Name, Addrs: b.Addrs, Healthy: true}
@@ -251,18 +321,19 @@ func translateOne(lb *v1alpha1.LoadBalancer, state func(health.Target) health.St
 			st := state(t)
 			be.Healthy = st == health.Healthy
 			if st == health.Unknown {
-				unknown = append(unknown, len(svc.Backends))
+				unknown = append(unknown, len(list))
 			}
 		}
 		anyHealthy = anyHealthy || be.Healthy
-		svc.Backends = append(svc.Backends, be)
+		list = append(list, be)
 	}
 	if !anyHealthy {
 		for _, i := range unknown {
-			svc.Backends[i].Healthy = true
+			list[i].Healthy = true
 		}
 	}
-	return svc, bad
+	shared.add(k, list)
+	return list
 }
 
 func compareTargets(a, b health.Target) int {

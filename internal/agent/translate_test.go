@@ -366,3 +366,51 @@ func TestBucketGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestTranslateMemoMatches: the agent's memo of translated LoadBalancers
+// never changes a plan, across syncs with the same objects, an object
+// replaced by a changed one, one deleted, health changing, and problems
+// (which must not pile up from one sync to the next); and it forgets the
+// objects a sync no longer lists.
+func TestTranslateMemoMatches(t *testing.T) {
+	m := &translateMemo{}
+	open := newLB("open", withAddresses("192.0.2.201"), func(lb *v1alpha1.LoadBalancer) { lb.Spec.SourceRanges = []string{"not-a-cidr"} })
+	lbs := []*v1alpha1.LoadBalancer{
+		newLB("first"),
+		newLB("second"), // the same 192.0.2.200 TCP/80: a conflict
+		open,
+		newLB("local", withAddresses("192.0.2.202"), func(lb *v1alpha1.LoadBalancer) {
+			lb.Spec.ExternalTrafficPolicy = "Local"
+			lb.Spec.HealthCheck = &v1alpha1.HealthCheck{Port: 32001, Path: "/healthz"}
+		}),
+	}
+	healthy := func(health.Target) health.State { return health.Healthy }
+	node2Down := func(tg health.Target) health.State {
+		if tg.Addr == a12 {
+			return health.Unhealthy
+		}
+		return health.Healthy
+	}
+	moved := *open
+	moved.Spec.Addresses = []string{"192.0.2.210"}
+	for i, step := range []struct {
+		lbs   []*v1alpha1.LoadBalancer
+		state func(health.Target) health.State
+	}{
+		{lbs, healthy},
+		{lbs, healthy},
+		{lbs, node2Down},
+		{[]*v1alpha1.LoadBalancer{lbs[0], lbs[1], &moved, lbs[3]}, node2Down},
+		{[]*v1alpha1.LoadBalancer{lbs[0], &moved, lbs[3]}, healthy},
+		{[]*v1alpha1.LoadBalancer{lbs[0], &moved, lbs[3]}, healthy},
+	} {
+		got := m.translate(step.lbs, testNodes(), Host{Node: "node-1"}, step.state)
+		want := Translate(step.lbs, testNodes(), Host{Node: "node-1"}, step.state)
+		if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+			t.Fatalf("step %d: with the memo (-without +with):\n%s", i, diff)
+		}
+		if len(m.entries) != len(step.lbs) {
+			t.Fatalf("step %d: the memo holds %d objects, want %d", i, len(m.entries), len(step.lbs))
+		}
+	}
+}
