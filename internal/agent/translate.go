@@ -77,50 +77,55 @@ func Translate(lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend, host Host
 // translates the same. Thousands of LoadBalancers are parsed and
 // formatted once, not on every sync. A nil *translateMemo keeps nothing.
 type translateMemo struct {
-	entries map[*v1alpha1.LoadBalancer]translated
-	last    map[*v1alpha1.LoadBalancer]translated // the sync before
+	entries map[*v1alpha1.LoadBalancer]*translated
+	sweeps  uint64 // Translates so far; an entry not used by the last is forgotten
 }
 
 // translated is one LoadBalancer's Service without Backends, and its
 // problems (Messages clipped: appending to them copies).
 type translated struct {
-	svc dataplane.Service
-	bad Problems
+	svc   dataplane.Service
+	bad   Problems
+	sweep uint64
 }
 
-// one is translateOne, from the memo when lb was translated by the
-// Translate before. The Backends come from shared each time.
+// one is translateOne, from the memo when lb was translated before. The
+// Backends come from shared each time.
 func (m *translateMemo) one(lb *v1alpha1.LoadBalancer, state func(health.Target) health.State, targets map[health.Target]struct{}, shared *backendLists) (dataplane.Service, Problems) {
 	if m == nil {
 		return translateOne(lb, state, targets, shared)
 	}
-	t, ok := m.last[lb]
-	if !ok {
+	t := m.entries[lb]
+	if t == nil {
+		t = &translated{}
 		t.svc, t.bad = translateSpec(lb)
 		t.bad.Messages = slices.Clip(t.bad.Messages)
+		m.entries[lb] = t
 	}
-	m.entries[lb] = t
+	t.sweep = m.sweeps
 	svc := t.svc
 	svc.Backends = backendsOf(lb, state, targets, shared)
 	return svc, t.bad
 }
 
-// begin and end bracket one Translate: what it did not ask for is
-// forgotten. The two maps take turns, so that they are not made anew.
+// begin and end bracket one Translate: end forgets the objects it did not
+// ask for.
 func (m *translateMemo) begin() {
-	if m == nil {
-		return
-	}
-	m.last, m.entries = m.entries, m.last
-	if m.entries == nil {
-		m.entries = map[*v1alpha1.LoadBalancer]translated{}
+	if m != nil && m.entries == nil {
+		m.entries = map[*v1alpha1.LoadBalancer]*translated{}
 	}
 }
 
 func (m *translateMemo) end() {
-	if m != nil {
-		clear(m.last)
+	if m == nil {
+		return
 	}
+	for lb, t := range m.entries {
+		if t.sweep != m.sweeps {
+			delete(m.entries, lb)
+		}
+	}
+	m.sweeps++
 }
 
 // translate is Translate, with the memo.
