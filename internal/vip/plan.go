@@ -27,6 +27,13 @@ func plan(want []netip.Addr, observed []kernelAddr, ours func(kernelAddr) bool) 
 	var c changes
 	present := map[netip.Addr]bool{}
 	foreign := map[netip.Addr]bool{}
+	// A set: an agent holds thousands of addresses, and looking each
+	// observed one up in the list was three quarters of this plan's CPU
+	// (a CPU profile while 4,000 Services were created).
+	wanted := make(map[netip.Addr]bool, len(want))
+	for _, a := range want {
+		wanted[a] = true
+	}
 	for _, o := range observed {
 		a := o.Prefix.Addr()
 		present[a] = true
@@ -34,7 +41,7 @@ func plan(want []netip.Addr, observed []kernelAddr, ours func(kernelAddr) bool) 
 			foreign[a] = true
 			continue
 		}
-		if !slices.Contains(want, a) {
+		if !wanted[a] {
 			c.remove = append(c.remove, o.Prefix)
 		}
 	}
