@@ -25,10 +25,10 @@ type assignMemo struct {
 	scratch     []byte // appendBackendsKey's buffer, reused
 	// texts are the names and rule of each service port's chain (see
 	// portText), with the sweep they were last used in.
-	texts map[portTextKey]portTextEntry
+	texts map[portTextKey]swept[portText]
 	// frontends are the texts of each frontend's elements (see
 	// frontendText), swept like texts.
-	frontends map[frontendTextKey]frontendTextEntry
+	frontends map[frontendTextKey]swept[frontendText]
 	sweeps    uint64
 	// sizes are the numbers of elements of the plain maps of the tables
 	// planned last, by family and name (see presize).
@@ -87,11 +87,6 @@ type portText struct {
 	rule  string
 }
 
-type portTextEntry struct {
-	portText
-	sweep uint64
-}
-
 // frontendTextKey is what the elements of one frontend (VIP, protocol, port)
 // in the plain maps are made of.
 type frontendTextKey struct {
@@ -114,11 +109,6 @@ type frontendText struct {
 	vip            []string
 }
 
-type frontendTextEntry struct {
-	frontendText
-	sweep uint64
-}
-
 func newFrontendText(k frontendTextKey) frontendText {
 	key := []string{k.vip.String(), k.protocol.nft(), strconv.Itoa(int(k.port))}
 	return frontendText{
@@ -135,15 +125,36 @@ func (m *assignMemo) frontend(k frontendTextKey) frontendText {
 	if m == nil {
 		return newFrontendText(k)
 	}
-	e, ok := m.frontends[k]
+	return remember(m.frontends, m.sweeps, k, newFrontendText)
+}
+
+// swept is a memo's value with the sweep it was last used in.
+type swept[V any] struct {
+	v     V
+	sweep uint64
+}
+
+// remember returns memo[k], made by newV when absent, and marks it used
+// in sweep.
+func remember[K comparable, V any](memo map[K]swept[V], sweep uint64, k K, newV func(K) V) V {
+	e, ok := memo[k]
 	if !ok {
-		e.frontendText = newFrontendText(k)
+		e.v = newV(k)
 	}
-	if !ok || e.sweep != m.sweeps {
-		e.sweep = m.sweeps
-		m.frontends[k] = e
+	if !ok || e.sweep != sweep {
+		e.sweep = sweep
+		memo[k] = e
 	}
-	return e.frontendText
+	return e.v
+}
+
+// forget deletes the values of memo not used in sweep.
+func forget[K comparable, V any](memo map[K]swept[V], sweep uint64) {
+	for k, e := range memo {
+		if e.sweep != sweep {
+			delete(memo, k)
+		}
+	}
 }
 
 type memoEntry struct {
@@ -161,7 +172,7 @@ type backendSet struct {
 
 func newAssignMemo() *assignMemo {
 	return &assignMemo{entries: map[string]memoEntry{}, backendSets: map[string]*backendSet{}, used: map[string]bool{},
-		texts: map[portTextKey]portTextEntry{}, frontends: map[frontendTextKey]frontendTextEntry{}}
+		texts: map[portTextKey]swept[portText]{}, frontends: map[frontendTextKey]swept[frontendText]{}}
 }
 
 // text is the portText of k, formatted when k was not asked for in the
@@ -170,15 +181,7 @@ func (m *assignMemo) text(k portTextKey) portText {
 	if m == nil {
 		return newPortText(k)
 	}
-	e, ok := m.texts[k]
-	if !ok {
-		e.portText = newPortText(k)
-	}
-	if !ok || e.sweep != m.sweeps {
-		e.sweep = m.sweeps
-		m.texts[k] = e
-	}
-	return e.portText
+	return remember(m.texts, m.sweeps, k, newPortText)
 }
 
 // assign is the compact Assign(seed, backends) of the backends of family
@@ -238,16 +241,8 @@ func (m *assignMemo) sweep() {
 		}
 	}
 	clear(m.used)
-	for k, e := range m.texts {
-		if e.sweep != m.sweeps {
-			delete(m.texts, k)
-		}
-	}
-	for k, e := range m.frontends {
-		if e.sweep != m.sweeps {
-			delete(m.frontends, k)
-		}
-	}
+	forget(m.texts, m.sweeps)
+	forget(m.frontends, m.sweeps)
 	m.sweeps++
 }
 
