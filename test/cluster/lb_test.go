@@ -879,6 +879,13 @@ func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface,
 		}
 		survey(t, client, r, url(vip), 4)
 		if addr, _ := hostHolds(t, c.Node(own).Host, vip); !addr {
+			// The agents' logs now, from disk (no kubectl without the
+			// apiserver), before later checks restart them.
+			for _, n := range c.Nodes {
+				if n.LoadBalancer {
+					logPodTails(t, n, 80, "groundcloud-agent")
+				}
+			}
 			t.Fatalf("%s no longer holds %s with the apiserver away", own, vip)
 		}
 		time.Sleep(500 * time.Millisecond)
