@@ -158,6 +158,11 @@ func mounts(mine func(string) bool) ([]string, error) {
 		if ns, ok := strings.CutPrefix(f[4], "/run/netns/"); ok && !mine(ns) {
 			continue
 		}
+		if f[4] == "/run/netns" {
+			// The directory of named namespaces made a mount point by the
+			// first lab or `ip netns add`, which leave it in place.
+			continue
+		}
 		out = append(out, f[4]+" "+g[0]+" "+g[1])
 	}
 	return out, sc.Err()

@@ -117,6 +117,9 @@ func namespaces() ([]string, error) {
 // createNamespace creates and names a new, empty namespace, without moving
 // the calling thread (or any thread that outlives the call) into it.
 func createNamespace(name string) (netns.NsHandle, error) {
+	if err := prepareNetnsDir(); err != nil {
+		return netns.None(), fmt.Errorf("create namespace %s: %w", name, err)
+	}
 	handle := netns.None()
 	err := onThread(func() error {
 		var err error
@@ -130,6 +133,26 @@ func createNamespace(name string) (netns.NsHandle, error) {
 		return netns.None(), fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	return handle, nil
+}
+
+// prepareNetnsDir makes netnsDir a shared mount point, a bind mount of
+// itself, as `ip netns add` does before naming a namespace. Without it,
+// the first `ip netns add` run on the machine while a lab exists binds the
+// directory over itself and hides the lab's names under it: they can no
+// longer be unmounted or removed ("device or resource busy"), and the lab
+// leaks its namespaces. Like ip, it leaves the mount point in place.
+func prepareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if !errors.Is(err, unix.EINVAL) {
+		return err // nil: a mount point already
+	}
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s over itself: %w", netnsDir, err)
+	}
+	return unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
 }
 
 // removeNamespace kills the processes in a named namespace and deletes its
