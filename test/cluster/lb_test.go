@@ -851,7 +851,7 @@ func checkExcludedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	const worker = "node-2"
 	vip := s.vip(t, false)
-	own := settledHolder(t, c, dyn, s.name, vip)
+	own := stableHolder(t, c, dyn, s.name, vip)
 	r := newReceivers(t, c)
 	h := c.Clients["client"]
 	conn := workerConn(t, h, r, vip, "")
@@ -1124,6 +1124,29 @@ func settledHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name
 		t.Fatalf("%s not settled: held by %v, members %v: %v", vip, held, members, err)
 	}
 	return held[0]
+}
+
+// stableHolder is settledHolder's host once it has held vip across an
+// agent's ownership hold-down (10 s by default, and 2 s to spare): a host
+// whose link came back just before (as after the checks that pull a
+// cable) may still be holding down, and take its share back at the end of
+// it, while its Member condition still says Ready from before. Checks that
+// then cut the agents off the apiserver need the holder they start with to
+// stay.
+func stableHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name string, vip netip.Addr) string {
+	t.Helper()
+	held := settledHolder(t, c, dyn, name, vip)
+	for range 5 {
+		time.Sleep(12 * time.Second)
+		now := settledHolder(t, c, dyn, name, vip)
+		if now == held {
+			return held
+		}
+		t.Logf("%s moved from %s to %s; waiting for it to stay", vip, held, now)
+		held = now
+	}
+	t.Fatalf("%s never stayed on one host for 12 s", vip)
+	return ""
 }
 
 // deployOnWorkers is a Local Service whose Pods run on the workers only, one
