@@ -44,10 +44,11 @@ func TestAssignMemo(t *testing.T) {
 }
 
 // TestDesiredMemoMatches checks that a Syncer's memo never changes the
-// ruleset (chains, bucket maps and the plain maps' elements), across health changes, a node moving to
-// another address under the same name, a NodePort changing, session
-// affinity, services joining and leaving a bucket group and services
-// going away; and that it forgets what the last sync did not use.
+// ruleset (chains, bucket maps and the plain maps' elements), across
+// health changes, a node moving to another address under the same name, a
+// NodePort changing, session affinity, services joining and leaving a
+// bucket group and services going away; and that it forgets what the last
+// sync did not use.
 func TestDesiredMemoMatches(t *testing.T) {
 	m := newAssignMemo()
 	for _, step := range []struct {

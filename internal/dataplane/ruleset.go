@@ -140,7 +140,7 @@ var bucketTypeOfs = func() map[string]string {
 }()
 
 func (t *Table) addElement(mapName string, key, value []string) {
-	t.Maps[mapName].Elements[strings.Join(key, " . ")] = Element{Key: key, Value: value}
+	t.addElementText(mapName, strings.Join(key, " . "), key, value)
 }
 
 // addElementText is addElement with the key joined already.
