@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -28,6 +26,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/vip"
@@ -67,7 +66,7 @@ type Addresses interface {
 type Config struct {
 	Host      string // name in LoadBalancer status
 	Dynamic   dynamic.Interface
-	Kube      kubernetes.Interface // the Nodes, whose backends.List every LoadBalancer sends to
+	Nodes     kubecore.Nodes // whose backends.List every LoadBalancer sends to
 	DataPlane DataPlane
 	Addresses Addresses
 	Owner     Owner
@@ -122,7 +121,7 @@ type Agent struct {
 	client   *lbapi.Client
 	informer cache.SharedIndexInformer
 	lister   lbapi.Lister
-	nodes    informers.SharedInformerFactory // the Node informer only, trimmed by backends.Transform
+	nodes    cache.SharedIndexInformer // Nodes, trimmed by backends.Transform
 	nodeList corelisters.NodeLister
 	checker  *health.Checker
 	runner   *dataplane.Runner
@@ -150,8 +149,10 @@ func New(cfg Config) *Agent {
 	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic), reports: newReportQueue(), translations: &translateMemo{}}
 	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
 	a.lister = lbapi.NewLister(a.informer)
-	a.nodes = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, informers.WithTransform(backends.Transform))
-	a.nodeList = a.nodes.Core().V1().Nodes().Lister()
+	if cfg.Nodes != nil {
+		a.nodes = kubecore.NodeInformer(cfg.Nodes, backends.Transform)
+		a.nodeList = corelisters.NewNodeLister(a.nodes.GetIndexer())
+	}
 	a.runner = dataplane.NewRunner(a.sync, cfg.MinSync, cfg.MaxSync)
 	a.checker = health.NewChecker(cfg.Health, a.runner.Request)
 	return a
@@ -160,8 +161,8 @@ func New(cfg Config) *Agent {
 // Run serves until ctx ends, then removes this host's rules and addresses.
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if a.cfg.Kube == nil {
-		return errors.New("agent: no Kubernetes client for the Node informer (Config.Kube)")
+	if a.nodes == nil {
+		return errors.New("agent: no client for the Node informer (Config.Nodes)")
 	}
 	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.runner.Request() },
@@ -170,8 +171,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	nodeInformer := a.nodes.Core().V1().Nodes().Informer()
-	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := a.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.onNode(obj) },
 		UpdateFunc: func(old, cur any) { a.onNodeUpdate(old, cur) },
 		DeleteFunc: func(obj any) { a.onNode(obj) },
@@ -186,10 +186,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.cleanup(logger)
 	}()
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
-	a.nodes.Start(runCtx.Done())
-	defer a.nodes.Shutdown()
+	wg.Go(func() { a.nodes.RunWithContext(runCtx) })
 	logger.Info("Waiting for LoadBalancers and Nodes")
-	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced, nodeInformer.HasSynced) {
+	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced, a.nodes.HasSynced) {
 		return ctx.Err()
 	}
 	if a.cfg.BGP != nil {

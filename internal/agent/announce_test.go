@@ -273,7 +273,7 @@ func TestOwnNodeLabelsSelectPools(t *testing.T) {
 	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lb-2", Labels: map[string]string{"rack": "a"}}}
 	kube := kubefake.NewClientset(append(nodeObjects(testNodes()...), own, other)...)
 	ann := &recordingAnnouncer{}
-	a := testAgent(t, Config{DataPlane: &failingDataPlane{}, Kube: kube, Announcer: ann},
+	a := testAgent(t, Config{DataPlane: &failingDataPlane{}, Nodes: fakeNodes{kube.CoreV1().Nodes()}, Announcer: ann},
 		newLB("ecmp", noCheck, withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceBGP, "rack=a"), withForwarding(v1alpha1.ForwardingPassthrough)),
 	)
 	runAgent(t, a)

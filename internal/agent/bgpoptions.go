@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -22,6 +21,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/bgp"
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 )
 
 // BGPOptions are the agent's BGP settings; the peers are in the
@@ -89,11 +89,11 @@ func (o *Options) cloudConfig() (*config.Config, error) {
 // speaker builds the BGP speaker when the cloud-config cfg has peers that
 // select this host (nil, nil when none does or cfg is nil). Peers are
 // chosen once, with the host's labels at start.
-func (o *Options) speaker(ctx context.Context, cs kubernetes.Interface, cfg *config.Config, rec record.EventRecorder) (*bgp.Speaker, error) {
+func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder) (*bgp.Speaker, error) {
 	if cfg == nil {
 		return nil, nil
 	}
-	host, err := o.startLabels(ctx, cs)
+	host, err := o.startLabels(ctx, nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -141,13 +141,13 @@ func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bo
 // apiserver cannot be reached (at a node's start, before kube-proxy has
 // programmed the kubernetes Service, say) it retries, with backoff up to
 // startLabelsMaxWait between tries, until ctx ends.
-func (o *Options) startLabels(ctx context.Context, cs kubernetes.Interface) (labels.Set, error) {
+func (o *Options) startLabels(ctx context.Context, nodes kubecore.Nodes) (labels.Set, error) {
 	if o.BGP.HostLabels != "" {
 		return ParseHostLabels(o.BGP.HostLabels)
 	}
 	wait := time.Second / 2
 	for {
-		n, err := cs.CoreV1().Nodes().Get(ctx, o.Host, metav1.GetOptions{})
+		n, err := nodes.Get(ctx, o.Host, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			return labels.Set(n.Labels), nil

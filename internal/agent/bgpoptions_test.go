@@ -66,7 +66,7 @@ func TestStartLabelsWaitsForTheAPIServer(t *testing.T) {
 			})
 			o := NewOptions()
 			o.Host = "lb-1"
-			got, err := o.startLabels(t.Context(), cs)
+			got, err := o.startLabels(t.Context(), cs.CoreV1().Nodes())
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("startLabels: %v, want error: %v", err, tc.wantErr)
 			}

@@ -13,15 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
@@ -287,15 +284,11 @@ type vipOwnership struct {
 
 // ownership builds the Owner, an event recorder (stopped when ctx ends),
 // and for memberlist the Cluster and the conntrack cleaner of takeovers.
-func (o *Options) ownership(ctx context.Context, cfg *rest.Config) (vipOwnership, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return vipOwnership{}, fmt.Errorf("client: %w", err)
-	}
+func (o *Options) ownership(ctx context.Context, core *kubecore.Client) (vipOwnership, error) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	b.StartRecordingToSink(core.Events())
 	context.AfterFunc(ctx, b.Shutdown)
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "groundcloud-agent", Host: o.Host})
+	rec := b.NewRecorder(kubecore.Scheme, corev1.EventSource{Component: "groundcloud-agent", Host: o.Host})
 	switch o.Ownership {
 	case OwnershipNone:
 		return vipOwnership{Owner: NoAddresses{}, Events: rec}, nil

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -27,6 +26,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubeconfig"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/memlimit"
 	"github.com/groundcloud/groundcloud/internal/vip"
@@ -176,7 +176,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	core, err := kubecore.New(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
@@ -199,19 +199,15 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := dataplane.CheckHost(); err != nil {
 		logger.Error(err, "Host settings the data plane needs are off; forwarding may fail")
 	}
-	own, err := o.ownership(ctx, cfg)
+	own, err := o.ownership(ctx, core)
 	if err != nil {
 		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("client: %w", err)
 	}
 	cc, err := o.cloudConfig()
 	if err != nil {
 		return err
 	}
-	speaker, err := o.speaker(ctx, cs, cc, own.Events)
+	speaker, err := o.speaker(ctx, core.Nodes(), cc, own.Events)
 	if err != nil {
 		return err
 	}
@@ -226,7 +222,7 @@ func (o *Options) Run(ctx context.Context) error {
 	a := New(Config{
 		Host:          o.Host,
 		Dynamic:       dyn,
-		Kube:          kube,
+		Nodes:         core.Nodes(),
 		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements(),
 		Addresses:     vip.New(o.Interface, logger.WithName("vip")),
 		Owner:         own.Owner,

@@ -27,7 +27,7 @@ func TestOffLinkBackendIsReported(t *testing.T) {
 	netdev := knftables.NewFake(knftables.NetDevFamily, dataplane.TableName)
 	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), nil, netdev, nil)
 	events := record.NewFakeRecorder(10)
-	a := testAgent(t, Config{DataPlane: syncer, Kube: kubefake.NewClientset(nodeObjects(nodes...)...), Events: events, Interface: "eth0", Links: func() ([]netip.Prefix, error) {
+	a := testAgent(t, Config{DataPlane: syncer, Nodes: fakeNodes{kubefake.NewClientset(nodeObjects(nodes...)...).CoreV1().Nodes()}, Events: events, Interface: "eth0", Links: func() ([]netip.Prefix, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return links, nil

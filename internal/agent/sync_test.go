@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/knftables"
@@ -41,8 +42,8 @@ func testAgent(t *testing.T, cfg Config, lbs ...*v1alpha1.LoadBalancer) *Agent {
 		}
 	}
 	cfg.Host, cfg.Dynamic = "lb-1", dyn
-	if cfg.Kube == nil {
-		cfg.Kube = kubefake.NewClientset(nodeObjects(testNodes()...)...)
+	if cfg.Nodes == nil {
+		cfg.Nodes = fakeNodes{kubefake.NewClientset(nodeObjects(testNodes()...)...).CoreV1().Nodes()}
 	}
 	if cfg.Addresses == nil {
 		cfg.Addresses = noAddresses{}
@@ -72,13 +73,19 @@ func nodeObjects(nodes ...backends.Backend) []runtime.Object {
 	return out
 }
 
+// fakeNodes are a fake clientset's Nodes. Like the clientset, they say
+// that their watches cannot stream a list (the informer waits forever for
+// one otherwise).
+type fakeNodes struct{ corev1client.NodeInterface }
+
+func (fakeNodes) IsWatchListSemanticsUnSupported() bool { return true }
+
 // startInformer fills the agent's caches, for tests that call sync directly.
 func startInformer(t *testing.T, a *Agent) {
 	t.Helper()
 	go a.informer.RunWithContext(t.Context())
-	nodes := a.nodes.Core().V1().Nodes().Informer()
-	a.nodes.Start(t.Context().Done())
-	if !cache.WaitForCacheSync(t.Context().Done(), a.informer.HasSynced, nodes.HasSynced) {
+	go a.nodes.RunWithContext(t.Context())
+	if !cache.WaitForCacheSync(t.Context().Done(), a.informer.HasSynced, a.nodes.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
 }
@@ -154,7 +161,7 @@ func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
 	}
 
 	// node-2 leaves: its UDP flows are stale, and deleting them fails.
-	if err := a.cfg.Kube.CoreV1().Nodes().Delete(t.Context(), "node-2", metav1.DeleteOptions{}); err != nil {
+	if err := a.cfg.Nodes.(fakeNodes).Delete(t.Context(), "node-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the cache to see the Node go", func() bool {
@@ -245,7 +252,7 @@ func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
 	}
 	dp := &recordingDataPlane{}
 	kube := kubefake.NewClientset(nodeObjects(node("node-1", "127.0.0.1"), node("node-2", "127.0.0.2"))...)
-	a := testAgent(t, Config{DataPlane: dp, Kube: kube, Health: health.Options{Interval: time.Minute, Timeout: 10 * time.Second, FailureThreshold: 2}}, newLB("local", local))
+	a := testAgent(t, Config{DataPlane: dp, Nodes: fakeNodes{kube.CoreV1().Nodes()}, Health: health.Options{Interval: time.Minute, Timeout: 10 * time.Second, FailureThreshold: 2}}, newLB("local", local))
 	runAgent(t, a)
 	waitFor(t, "a first sync", func() bool { return len(dp.synced()) > 0 })
 	for i, st := range dp.synced() {

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
@@ -89,8 +89,23 @@ func (c *Client) ApplyStatus(ctx context.Context, namespace, name, fieldManager 
 // (see Transform); read them with FromUnstructured or a Lister and do not
 // modify them.
 func NewInformer(dyn dynamic.Interface, resync time.Duration) cache.SharedIndexInformer {
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, resync, metav1.NamespaceAll, nil)
-	inf := f.ForResource(Resource).Informer()
+	// As dynamicinformer's, without its package: that one links every API
+	// group's informers into the binary (internal/kubecore says why that
+	// matters).
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return dyn.Resource(Resource).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return dyn.Resource(Resource).Watch(ctx, opts)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, dyn), &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod:      resync,
+			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			ObjectDescription: Resource.String(),
+		})
 	// SetTransform fails only once the informer runs; it has not started.
 	_ = inf.SetTransform(Transform)
 	return inf

@@ -39,6 +39,7 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/agent"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/testbed"
 )
@@ -378,14 +379,14 @@ func runAgent(t *testing.T, kubeconfig, host string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	core, err := kubecore.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := agent.New(agent.Config{
 		Host:         host,
 		Dynamic:      dyn,
-		Kube:         kube, // its Node informer runs with the ServiceAccount's rules too
+		Nodes:        core.Nodes(), // its Node informer runs with the ServiceAccount's rules too
 		DataPlane:    pretendDataPlane{},
 		Addresses:    pretendAddresses{},
 		Owner:        agent.AllAddresses{},
