@@ -30,9 +30,13 @@ type scaleResult struct {
 	toAddress     []time.Duration // per service, create call to address
 	toTraffic     []time.Duration // sample: address to first connection
 	moreToTraffic []time.Duration // the same, of the more Services while they are created
-	scaleWrites   writes
-	scaleQuiet    bool
-	footprint1000 [2]footprint // controller manager, agent
+	// The same samples split where the agent added the VIP to its
+	// interface (its log): address to that, and that to first connection.
+	toVIP, fromVIP         []time.Duration
+	moreToVIP, moreFromVIP []time.Duration
+	scaleWrites            writes
+	scaleQuiet             bool
+	footprint1000          [2]footprint // controller manager, agent
 
 	// Restart of the controller manager.
 	ccmWrites writes
@@ -154,8 +158,9 @@ func (s *scaleEnv) scale(t *testing.T, r *scaleResult) {
 	}
 	w.mu.Unlock()
 	t.Logf("all %d services had an address %s after the first create", scaleServices, r.allAddressed.Round(time.Millisecond))
-	var sampleErrs []error
-	r.toTraffic, sampleErrs = sample()
+	samples, sampleErrs := sample()
+	r.toTraffic = trafficTimes(samples)
+	r.toVIP, r.fromVIP = s.splitAtVIP(t, samples)
 	if len(sampleErrs) > 0 {
 		t.Fatalf("%d of %d sampled services carried no traffic within 5 minutes; first: %v", len(sampleErrs), scaleSample, sampleErrs[0])
 	}
@@ -451,8 +456,9 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	t.Logf("created %d more services in %s", n, r.moreCreateTime.Round(time.Millisecond))
 	defer func() {
 		time.AfterFunc(moreWaitBudget, cancel)
-		var sampleErrs []error
-		r.moreToTraffic, sampleErrs = sample()
+		samples, sampleErrs := sample()
+		r.moreToTraffic = trafficTimes(samples)
+		r.moreToVIP, r.moreFromVIP = s.splitAtVIP(t, samples)
 		// Those never created (the budget) never got an address.
 		sampleErrs = slices.DeleteFunc(sampleErrs, func(err error) bool { return errors.Is(err, errNoAddress) })
 		if len(sampleErrs) > 0 {
@@ -488,14 +494,31 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 // errNoAddress: a sampled Service got no address.
 var errNoAddress = errors.New("no address")
 
+// sampled is one sampled Service: its address, when the benchmark saw it
+// in the Service's status, and when the first connection through it
+// succeeded.
+type sampled struct {
+	ip       netip.Addr
+	at, done time.Time
+}
+
+// trafficTimes returns each sample's time from address to first connection.
+func trafficTimes(samples []sampled) []time.Duration {
+	var out []time.Duration
+	for _, x := range samples {
+		out = append(out, x.done.Sub(x.at))
+	}
+	return out
+}
+
 // trafficSample starts, for each sampled Service in [from, to), a goroutine
 // that waits for its address and then dials through it until a connection
 // succeeds, until ctx ends. The function it returns waits for them and
-// returns the times from address to first connection, and the errors.
-func (s *scaleEnv) trafficSample(ctx context.Context, w *addressWatch, from, to int) func() ([]time.Duration, []error) {
+// returns the samples that connected, and the errors.
+func (s *scaleEnv) trafficSample(ctx context.Context, w *addressWatch, from, to int) func() ([]sampled, []error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var times []time.Duration
+	var samples []sampled
 	var errs []error
 	for i := from; i < to; i++ {
 		if _, ok := isSample(i); !ok {
@@ -504,10 +527,12 @@ func (s *scaleEnv) trafficSample(ctx context.Context, w *addressWatch, from, to 
 		wg.Go(func() {
 			at, ip, err := w.wait(ctx, scaleServiceName(i))
 			var done time.Time
+			var addr netip.Addr
 			if err != nil {
 				err = fmt.Errorf("%s: %w: %w", scaleServiceName(i), errNoAddress, err)
 			} else {
-				done, err = s.dialUntil(ctx, netip.AddrPortFrom(netip.MustParseAddr(ip), 80))
+				addr = netip.MustParseAddr(ip)
+				done, err = s.dialUntil(ctx, netip.AddrPortFrom(addr, 80))
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -515,12 +540,12 @@ func (s *scaleEnv) trafficSample(ctx context.Context, w *addressWatch, from, to 
 				errs = append(errs, err)
 				return
 			}
-			times = append(times, done.Sub(at))
+			samples = append(samples, sampled{ip: addr, at: at, done: done})
 		})
 	}
-	return func() ([]time.Duration, []error) {
+	return func() ([]sampled, []error) {
 		wg.Wait()
-		return times, errs
+		return samples, errs
 	}
 }
 
