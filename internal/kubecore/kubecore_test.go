@@ -165,9 +165,6 @@ func TestClient(t *testing.T) {
 // binary links core/v1 and no other API group (and so no clientset, no
 // informer factory, no discovery client).
 func TestAgentLinksCoreOnly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-json=ImportPath",
 		"github.com/groundcloud/groundcloud/cmd/groundcloud-agent").Output()
 	if err != nil {
