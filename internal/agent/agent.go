@@ -318,6 +318,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // targets, program the data plane, hold the owned addresses, report status.
 func (a *Agent) sync(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	began := time.Now()
 	lbs, err := a.lister.List()
 	if err != nil {
 		return err
@@ -331,7 +332,8 @@ func (a *Agent) sync(ctx context.Context) error {
 
 	start := time.Now()
 	res, syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
-	syncDuration.Observe(time.Since(start).Seconds())
+	programmed := time.Now()
+	syncDuration.Observe(programmed.Sub(start).Seconds())
 	if syncErr != nil {
 		syncFailures.Inc()
 		logger.Error(syncErr, "Data plane sync failed; the next one is full")
@@ -357,10 +359,13 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	announced := a.advertise(an, syncErr == nil && a.nodesReachable(plan))
 	a.forgetGained(ctx, owned)
+	addrStart := time.Now()
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
 	if addrErr != nil {
 		logger.Error(addrErr, "Cannot set virtual IPs")
 	}
+	logger.V(2).Info("Synced", "plan", start.Sub(began), "dataPlane", programmed.Sub(start),
+		"addresses", time.Since(addrStart), "elapsed", time.Since(began))
 	_, elsewhere := a.cfg.Owner.(NoAddresses)
 	a.metrics.record(plan.State, len(plan.VIPs), len(owned), !elsewhere, syncErr, addrErr)
 	if a.reannounce.Swap(false) {
@@ -414,12 +419,18 @@ func (a *Agent) warnOwnNodeOnly(lbs []*v1alpha1.LoadBalancer, problems map[strin
 	a.ownOnly = now
 }
 
-// host is what Translate needs of this host, its links read now. When they
-// cannot be read the on-link check is skipped (logged): the last known
-// good list would be no better than the kernel's own neighbour errors.
-func (a *Agent) host(ctx context.Context) Host {
+// host is what Translate needs of this host, its links read now when
+// some LoadBalancer of lbs forwards in passthrough, the only forwarding
+// that checks them (reading them lists every address of the interface,
+// the virtual IPs among them). When they cannot be read the on-link check
+// is skipped (logged): the last known good list would be no better than
+// the kernel's own neighbour errors.
+func (a *Agent) host(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Host {
 	h := Host{Node: a.cfg.Host, Interface: a.cfg.Interface}
-	if a.cfg.Links != nil {
+	passthrough := slices.ContainsFunc(lbs, func(lb *v1alpha1.LoadBalancer) bool {
+		return lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough
+	})
+	if a.cfg.Links != nil && passthrough {
 		links, err := a.cfg.Links()
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Cannot read the interface's prefixes; passthrough backends are not checked for being on-link", "interface", a.cfg.Interface)
@@ -436,7 +447,7 @@ func (a *Agent) host(ctx context.Context) Host {
 // most: a node is programmed once a probe said it may take new flows, and
 // a restart programs the same nodes as before it.
 func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend) Plan {
-	host := a.host(ctx)
+	host := a.host(ctx, lbs)
 	plan := a.translations.translate(lbs, nodes, host, a.checker.State)
 	a.checker.SetTargets(plan.Targets)
 	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
@@ -472,9 +483,14 @@ const cleanupRetry = 5 * time.Second
 func (a *Agent) cleanupFailed(ctx context.Context, err error) {
 	conntrackCleanupErrors.WithLabelValues(cleanupStaleUDP).Inc()
 	klog.FromContext(ctx).Error(err, "Cannot delete the conntrack entries of stale UDP flows; retrying", "after", cleanupRetry)
-	if a.retrying.CompareAndSwap(false, true) {
-		time.AfterFunc(cleanupRetry, func() {
-			a.retrying.Store(false)
+	a.retryAfter(cleanupRetry, &a.retrying)
+}
+
+// retryAfter plans a sync after d unless one is planned by the same flag.
+func (a *Agent) retryAfter(d time.Duration, planned *atomic.Bool) {
+	if planned.CompareAndSwap(false, true) {
+		time.AfterFunc(d, func() {
+			planned.Store(false)
 			a.runner.Request()
 		})
 	}

@@ -70,3 +70,20 @@ func TestOffLinkBackendIsReported(t *testing.T) {
 		t.Error("passthrough_off_link_backends still lists default/web")
 	}
 }
+
+// TestLinksReadOnlyForPassthrough: the interface's prefixes are read
+// (a dump of every address, virtual IPs included) only while some
+// LoadBalancer forwards in passthrough.
+func TestLinksReadOnlyForPassthrough(t *testing.T) {
+	reads := 0
+	a := &Agent{cfg: Config{Host: "lb-1", Interface: "eth0", Links: func() ([]netip.Prefix, error) {
+		reads++
+		return []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, nil
+	}}}
+	if h := a.host(t.Context(), []*v1alpha1.LoadBalancer{newLB("web"), newLB("db")}); reads != 0 || h.Links != nil {
+		t.Errorf("proxy LoadBalancers only: links read %d times (%v), want none", reads, h.Links)
+	}
+	if h := a.host(t.Context(), []*v1alpha1.LoadBalancer{newLB("web"), newLB("db", passthrough)}); reads != 1 || len(h.Links) != 1 {
+		t.Errorf("with a passthrough LoadBalancer: links read %d times (%v), want once", reads, h.Links)
+	}
+}
