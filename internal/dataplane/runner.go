@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -16,12 +17,16 @@ import (
 // requests arrive (they coalesce), at least once per maxInterval (0: never
 // unless requested), and again one interval after a failed one.
 //
-// The interval is minInterval, or restFactor+1 times the duration of the
-// last sync when that is longer: a sync that takes d is followed by at
-// least restFactor×d of rest, so that with thousands of services, while
-// changes keep coming, syncing takes at most a third of a core and leaves
-// the rest to the host (and, in a test bed, to the apiserver) instead of
-// running back to back.
+// The interval is minInterval, or the duration of the last sync plus
+// restFactor times the CPU time it used when that is longer: a sync that
+// kept a core busy for c is followed by at least restFactor×c of rest, so
+// that with thousands of services, while changes keep coming, syncing
+// takes at most a third of a core and leaves the rest to the host (and,
+// in a test bed, to the apiserver) instead of running back to back. The
+// CPU time is the process's and its children's (nft) while the sync ran,
+// at most its wall time: on a busy machine a sync waits for a core most of
+// its wall time, and resting twice that wait would leave a core's third
+// unused while changes wait (without a CPU clock, the wall time counts).
 //
 // Stuck says whether the loop does the work it is given (see there).
 type Runner struct {
@@ -30,6 +35,7 @@ type Runner struct {
 	maxInterval time.Duration
 	stuckAfter  time.Duration
 	clock       clock.WithTicker
+	cpu         func() time.Duration // CPU time used so far (nil: none)
 	requests    chan struct{}
 
 	mu       sync.Mutex
@@ -38,6 +44,7 @@ type Runner struct {
 	ended    time.Time     // of the last sync, or when Run started
 	waiting  time.Time     // oldest request no sync has started after; zero if none
 	lastTook time.Duration // duration of the last sync
+	interval time.Duration // least time from the last sync's start to the next one's
 }
 
 // restFactor: rest after a sync, in multiples of its duration.
@@ -56,11 +63,26 @@ func NewRunner(sync func(ctx context.Context) error, minInterval, maxInterval ti
 	if maxInterval <= 0 {
 		stuckAfter = time.Minute
 	}
-	return newRunner(sync, minInterval, maxInterval, stuckAfter, clock.RealClock{})
+	return newRunner(sync, minInterval, maxInterval, stuckAfter, clock.RealClock{}, processCPU)
 }
 
-func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval, stuckAfter time.Duration, c clock.WithTicker) *Runner {
-	return &Runner{sync: sync, minInterval: minInterval, maxInterval: maxInterval, stuckAfter: stuckAfter, clock: c, requests: make(chan struct{}, 1)}
+func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval, stuckAfter time.Duration, c clock.WithTicker, cpu func() time.Duration) *Runner {
+	return &Runner{sync: sync, minInterval: minInterval, maxInterval: maxInterval, stuckAfter: stuckAfter, clock: c, cpu: cpu,
+		requests: make(chan struct{}, 1), interval: minInterval}
+}
+
+// processCPU is the CPU time, user and system, of this process and of its
+// children that have ended (nft runs as one); 0 when it cannot be read.
+func processCPU() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) != nil {
+			return 0
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
 
 // Request asks for a sync; it never blocks.
@@ -89,7 +111,7 @@ func (r *Runner) Stuck() error {
 		return nil
 	}
 	now := r.clock.Now()
-	interval := r.intervalAfter(r.lastTook)
+	interval := r.interval
 	switch {
 	case !r.started.IsZero() && now.Sub(r.started) > max(r.stuckAfter, stuckFactor*r.lastTook):
 		return fmt.Errorf("a data plane sync has been running for %s", now.Sub(r.started).Round(time.Second))
@@ -102,9 +124,9 @@ func (r *Runner) Stuck() error {
 }
 
 // intervalAfter is the least time between the starts of a sync that took
-// took and of the next one.
-func (r *Runner) intervalAfter(took time.Duration) time.Duration {
-	return max(r.minInterval, (restFactor+1)*took)
+// took and used cpu of CPU time, and of the next one.
+func (r *Runner) intervalAfter(took, cpu time.Duration) time.Duration {
+	return max(r.minInterval, took+restFactor*min(cpu, took))
 }
 
 // Run syncs until ctx is done.
@@ -117,8 +139,8 @@ func (r *Runner) Run(ctx context.Context) {
 	for {
 		if pending && (last.IsZero() || r.clock.Since(last) >= interval) {
 			last, pending = r.clock.Now(), false
-			err := r.syncOnce(ctx, last)
-			interval = r.intervalAfter(r.clock.Since(last))
+			var err error
+			interval, err = r.syncOnce(ctx, last)
 			if err != nil {
 				logger.Error(err, "Data plane sync failed; retrying", "after", interval)
 				pending = true
@@ -153,15 +175,25 @@ func (r *Runner) Run(ctx context.Context) {
 	}
 }
 
-// syncOnce runs one sync that starts at start, and records it for Stuck.
-func (r *Runner) syncOnce(ctx context.Context, start time.Time) error {
+// syncOnce runs one sync that starts at start, records it for Stuck, and
+// returns the interval to the next one.
+func (r *Runner) syncOnce(ctx context.Context, start time.Time) (time.Duration, error) {
 	r.mu.Lock()
 	r.started, r.waiting = start, time.Time{}
 	r.mu.Unlock()
+	var cpu0 time.Duration
+	if r.cpu != nil {
+		cpu0 = r.cpu()
+	}
 	err := r.sync(ctx)
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.ended = r.clock.Now()
 	r.started, r.lastTook = time.Time{}, r.ended.Sub(start)
-	r.mu.Unlock()
-	return err
+	used := r.lastTook
+	if r.cpu != nil {
+		used = r.cpu() - cpu0
+	}
+	r.interval = r.intervalAfter(r.lastTook, used)
+	return r.interval, err
 }

@@ -3,6 +3,9 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,13 +18,16 @@ type runnerHarness struct {
 	calls chan time.Time
 	fail  chan error
 	took  chan time.Duration // how long the next sync takes (fake time)
+	used  chan time.Duration // CPU time the next sync uses (default: all it took)
+	cpu   atomic.Int64       // the fake CPU clock, in nanoseconds
 }
 
 // startRunner starts a runner on a fake clock. prefill (may be nil) queues
 // what the first syncs do (h.took, h.fail) before it starts: the first
 // sync runs at once and would otherwise miss what the test queues after.
 func startRunner(t *testing.T, minInterval, maxInterval time.Duration, prefill func(h *runnerHarness)) (*Runner, *runnerHarness) {
-	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10), took: make(chan time.Duration, 10)}
+	h := &runnerHarness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)), calls: make(chan time.Time, 10), fail: make(chan error, 10),
+		took: make(chan time.Duration, 10), used: make(chan time.Duration, 10)}
 	if prefill != nil {
 		prefill(h)
 	}
@@ -30,6 +36,12 @@ func startRunner(t *testing.T, minInterval, maxInterval time.Duration, prefill f
 		select {
 		case d := <-h.took:
 			h.clock.Step(d)
+			select {
+			case u := <-h.used:
+				d = u
+			default:
+			}
+			h.cpu.Add(int64(d))
 		default:
 		}
 		select {
@@ -38,7 +50,7 @@ func startRunner(t *testing.T, minInterval, maxInterval time.Duration, prefill f
 		default:
 			return nil
 		}
-	}, minInterval, maxInterval, time.Minute, h.clock)
+	}, minInterval, maxInterval, time.Minute, h.clock, func() time.Duration { return time.Duration(h.cpu.Load()) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -133,6 +145,22 @@ func TestRunnerRestsTwiceAsLongAsASyncTook(t *testing.T) {
 	h.expectSync(t0.Add(time.Second))
 }
 
+// A sync that waited for a core most of its wall time rests twice the CPU
+// time it used, not twice its wall time.
+func TestRunnerRestsTwiceTheCPUASyncUsed(t *testing.T) {
+	r, h := startRunner(t, 100*time.Millisecond, 0, func(h *runnerHarness) {
+		h.took <- 300 * time.Millisecond
+		h.used <- 50 * time.Millisecond
+	})
+	t0 := time.Unix(1000, 0)
+	h.expectSync(t0) // until t0+300ms, 50ms of CPU: the next no sooner than t0+400ms
+	r.Request()
+	h.step(50 * time.Millisecond) // t0+350ms
+	h.expectNoSync()
+	h.step(50 * time.Millisecond) // t0+400ms
+	h.expectSync(t0.Add(400 * time.Millisecond))
+}
+
 // A loop whose sync never returns is stuck once the sync has run for
 // stuckAfter; a loop that keeps up, or has nothing to do, is not.
 func TestRunnerStuck(t *testing.T) {
@@ -146,7 +174,7 @@ func TestRunnerStuck(t *testing.T) {
 		case <-ctx.Done():
 		}
 		return nil
-	}, time.Second, 30*time.Second, time.Minute, clk)
+	}, time.Second, 30*time.Second, time.Minute, clk, nil)
 	if err := r.Stuck(); err != nil {
 		t.Errorf("Stuck before Run: %v", err)
 	}
@@ -192,7 +220,7 @@ func TestRunnerStuck(t *testing.T) {
 // nor its maxInterval; both make it stuck once Run has started.
 func TestRunnerStuckWithoutLoop(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	r := newRunner(func(context.Context) error { return nil }, time.Second, 30*time.Second, time.Minute, clk)
+	r := newRunner(func(context.Context) error { return nil }, time.Second, 30*time.Second, time.Minute, clk, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -219,4 +247,36 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// processCPU counts this process's CPU time and that of its children once
+// they have ended, as nft's are.
+func TestProcessCPU(t *testing.T) {
+	before := processCPU()
+	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	self := processCPU()
+	if self <= before {
+		t.Fatalf("CPU time %s after 50ms of spinning, was %s", self, before)
+	}
+	// A child that spins for a while; it ends before processCPU reads.
+	children0 := childrenCPU(t)
+	if out, err := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done").CombinedOutput(); err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	child := childrenCPU(t) - children0
+	if child == 0 {
+		t.Fatal("the child's CPU time is not counted")
+	}
+	if after := processCPU(); after < self+child {
+		t.Errorf("CPU time %s after a child that used %s, want at least %s", after, child, self+child)
+	}
+}
+
+func childrenCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
