@@ -114,6 +114,7 @@ func startScaleEnv(t *testing.T) *scaleEnv {
 			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 40))
 			t.Logf("last lines of the agent:\n%s", testbed.LogTail(e.Agent(0).LogPath, 40))
 		}
+		saveLogs(t, map[string]string{"controller-manager": e.CCMLog(), "agent": e.Agent(0).LogPath})
 		if err := e.Close(); err != nil {
 			t.Error(err)
 		}
@@ -540,6 +541,26 @@ func (s *scaleEnv) profiles(t *testing.T, label, path, ext string, after, timeou
 		})
 	}
 	return wg.Wait
+}
+
+// saveLogs copies the given logs, by name, to <dir>/<name>.log when
+// GROUNDCLOUD_BENCH_PROFILES names a directory: with the profiles, they
+// say when each sync ran and how long its parts took (the agent logs at
+// --v=2).
+func saveLogs(t *testing.T, logs map[string]string) {
+	dir := os.Getenv("GROUNDCLOUD_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	for name, path := range logs {
+		body, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".log"), body, 0o644)
+		}
+		if err != nil {
+			t.Logf("logs: %s: %v", name, err)
+		}
+	}
 }
 
 // agentSyncs reads the agent's data-plane sync histogram from its
