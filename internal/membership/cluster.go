@@ -73,6 +73,10 @@ type Hooks struct {
 	Announce func()
 	// Conflict reports a split brain that started, changed or ended.
 	Conflict func(Conflict)
+	// LinkUp: the interface came up after being seen down (nil: nothing
+	// to do). Connections opened before it may wait seconds for TCP to
+	// retransmit what they sent while it was down.
+	LinkUp func()
 }
 
 // Status is this host's standing, for LoadBalancer status.
@@ -94,14 +98,16 @@ type Status struct {
 // State, tells which addresses it owns and watches the link for another
 // host answering for them. New only constructs; Run does the work.
 type Cluster struct {
-	cfg  Config
-	kick chan struct{} // capacity 1: evaluate again
+	cfg       Config
+	kick      chan struct{}              // capacity 1: evaluate again
+	linkState func(string) (bool, error) // linkIsUp; tests replace it
 
 	mu         sync.Mutex
 	observed   bool
 	obs        Observation
 	vips       map[netip.Addr]bool // obs.VIPs, unmapped
 	linkUp     bool
+	linkBack   bool // the link came up since the loop last looked
 	joined     bool
 	ready      *readiness
 	published  State             // the State others were last told
@@ -133,6 +139,7 @@ func New(cfg Config) *Cluster {
 	c := &Cluster{
 		cfg:        cfg,
 		kick:       make(chan struct{}, 1),
+		linkState:  linkIsUp,
 		ready:      newReadiness(cfg.HoldDown),
 		published:  StateStarting,
 		peers:      map[string]Member{},
@@ -172,7 +179,7 @@ func (c *Cluster) owner(vip netip.Addr) string {
 // Observe takes what the agent learned in a sync and updates this host's
 // State at once, so that the Owns calls of the same sync see it.
 func (c *Cluster) Observe(o Observation) {
-	up, err := linkIsUp(c.cfg.Interface)
+	up, err := c.linkState(c.cfg.Interface)
 	c.mu.Lock()
 	c.obs = Observation{
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
@@ -187,7 +194,7 @@ func (c *Cluster) Observe(o Observation) {
 		c.vips[v.Unmap()] = true
 	}
 	if err == nil {
-		c.linkUp = up
+		c.setLink(up)
 	}
 	for _, p := range o.Peers {
 		if p != c.addr {
@@ -211,6 +218,12 @@ func (c *Cluster) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Status{State: c.ready.state, Problem: c.problem(), Address: c.addr, MAC: c.mac, Gossip: c.gossip}
+}
+
+// setLink records whether the interface is up; c.mu is held.
+func (c *Cluster) setLink(up bool) {
+	c.linkBack = c.linkBack || up && !c.linkUp
+	c.linkUp = up
 }
 
 // problem says why this host may not hold addresses; c.mu is held.
@@ -388,9 +401,9 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		case <-c.kick:
 		case <-wakeC:
 		case <-tick.C:
-			if up, err := linkIsUp(c.cfg.Interface); err == nil {
+			if up, err := c.linkState(c.cfg.Interface); err == nil {
 				c.mu.Lock()
-				c.linkUp = up
+				c.setLink(up)
 				c.mu.Unlock()
 			}
 			for _, a := range c.joinTargets() {
@@ -410,7 +423,15 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		problem, cands, peers := c.problem(), slices.Clone(c.cands), len(c.peers)
 		gossip, gossipChanged := c.gossip, c.gossip != publishedGossip
 		publishedGossip = gossip
+		linkBack := c.linkBack
+		c.linkBack = false
 		c.mu.Unlock()
+		if linkBack {
+			logger.Info("Interface is up again", "interface", c.cfg.Interface)
+			if hooks.LinkUp != nil {
+				hooks.LinkUp()
+			}
+		}
 		if gossipChanged {
 			logger.Info("Gossip health changed", "reason", gossip.Reason, "message", gossip.Message)
 		}
@@ -427,8 +448,8 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		} else if announce {
 			logger.V(2).Info("New peer", "owners", cands, "members", peers+1)
 		}
-		if changed || announce || gossipChanged {
-			hooks.Sync(announce) // gossip health is reported in status
+		if changed || announce || gossipChanged || publish {
+			hooks.Sync(announce) // this host's state and gossip health are reported in status
 		}
 		c.recordMetrics()
 	}
