@@ -108,6 +108,12 @@ type Config struct {
 	// waits for it to withdraw before removing the data plane.
 	Announcer Announcer
 	BGP       Runnable
+	// Reconnect closes the connections to the apiserver (nil: never). The
+	// cluster calls it when the interface comes back up: a status write
+	// on a connection opened before would wait for TCP to retransmit,
+	// seconds after a long outage, and the other hosts would read this
+	// host's state (HoldDown) only after it has changed again.
+	Reconnect func()
 }
 
 // Runnable is something the agent runs beside itself until ctx ends.
@@ -126,16 +132,17 @@ type Agent struct {
 	checker  *health.Checker
 	runner   *dataplane.Runner
 
-	reannounce  atomic.Bool // announce held addresses after the next sync
-	retrying    atomic.Bool // a sync to retry a conntrack clean-up is planned
-	reports     reportQueue
-	looseOnce   sync.Once
-	held        map[netip.Addr]bool // owned after the last sync; used by sync only
-	ownOnly     map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
-	served      map[string]bool     // LoadBalancers that have had a healthy backend; used by sync only
-	neverWarned map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
-	offLink     map[string]string   // off-link backends warned about, by LoadBalancer; used by sync only
-	metrics     syncMetrics         // used by sync only
+	reannounce     atomic.Bool // announce held addresses after the next sync
+	retrying       atomic.Bool // a sync to retry a conntrack clean-up is planned
+	retryingStatus atomic.Bool // a sync to retry failed status writes is planned
+	reports        reportQueue
+	looseOnce      sync.Once
+	held           map[netip.Addr]bool // owned after the last sync; used by sync only
+	ownOnly        map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
+	served         map[string]bool     // LoadBalancers that have had a healthy backend; used by sync only
+	neverWarned    map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
+	offLink        map[string]string   // off-link backends warned about, by LoadBalancer; used by sync only
+	metrics        syncMetrics         // used by sync only
 	// translations keeps what each LoadBalancer object translates to;
 	// used by sync only.
 	translations *translateMemo
@@ -486,6 +493,12 @@ func (a *Agent) cleanupFailed(ctx context.Context, err error) {
 	a.retryAfter(cleanupRetry, &a.retrying)
 }
 
+// statusRetry is how long after a failed status write the agent syncs
+// again, which reports again: otherwise the status would wait for the next
+// change or --max-sync-interval (this host's membership state, for one,
+// after its link came back).
+const statusRetry = 2 * time.Second
+
 // retryAfter plans a sync after d unless one is planned by the same flag.
 func (a *Agent) retryAfter(d time.Duration, planned *atomic.Bool) {
 	if planned.CompareAndSwap(false, true) {
@@ -565,9 +578,10 @@ func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned,
 		return
 	}
 	if err := a.writeStatus(ctx, lb, st); err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot write LoadBalancer status", "loadBalancer", klog.KObj(lb))
+		klog.FromContext(ctx).Error(err, "Cannot write LoadBalancer status; retrying", "loadBalancer", klog.KObj(lb), "after", statusRetry)
 		statusWriteFailures.Inc()
 		a.reports.forget(lb)
+		a.retryAfter(statusRetry, &a.retryingStatus)
 		return
 	}
 	a.reports.wrote(lb, st)

@@ -206,6 +206,12 @@ func (a *Agent) clusterHooks(ctx context.Context) membership.Hooks {
 		},
 		Announce: func() { a.cfg.Addresses.Announce(ctx) },
 		Conflict: func(c membership.Conflict) { a.recordConflict(c) },
+		LinkUp: func() {
+			if a.cfg.Reconnect != nil {
+				klog.FromContext(ctx).Info("Reconnecting to the apiserver: the interface came back up")
+				a.cfg.Reconnect()
+			}
+		},
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -172,6 +173,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every connection to the apiserver is dialled here, so that all can
+	// be closed when the link comes back (Config.Reconnect), as kubelet
+	// does when its heartbeat fails.
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = dialer.DialContext
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -238,6 +244,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Links:         func() ([]netip.Prefix, error) { return LinkPrefixes(o.Interface) },
 		HostLabels:    labels,
 		Backends:      rules,
+		Reconnect:     dialer.CloseAll,
 	})
 	if speaker != nil {
 		a.cfg.Announcer, a.cfg.BGP = speaker, speaker
