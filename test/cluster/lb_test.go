@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -705,7 +706,31 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 	})
 
 	linkUp()
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// Back on the network it holds down before it takes its share back,
+	// and says so in its Member condition while it does (the other hosts
+	// and the operator read it there): its agent asks for a status report
+	// on the state change and writes it on new connections, not on those
+	// TCP still retransmits on from before the cut.
+	var reasons []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, s.name)
+		if err != nil {
+			return false, nil
+		}
+		for _, h := range lb.Status.Hosts {
+			if c := meta.FindStatusCondition(h.Conditions, "Member"); h.Name == own && c != nil &&
+				(len(reasons) == 0 || reasons[len(reasons)-1] != c.Reason) {
+				reasons = append(reasons, c.Reason)
+			}
+		}
+		return slices.Contains(reasons, "HoldDown") && reasons[len(reasons)-1] == "Ready", nil
+	})
+	if err != nil {
+		t.Errorf("%s's Member condition after its link came back: reasons %v, want HoldDown and then Ready: %v", own, reasons, err)
+	} else {
+		t.Logf("%s's Member condition after its link came back: %v", own, reasons)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		lb, err := lbapi.NewClient(dyn).Get(ctx, echoNS, s.name)
 		if err != nil {
 			return false, nil
