@@ -47,7 +47,7 @@ type Runner struct {
 	interval time.Duration // least time from the last sync's start to the next one's
 }
 
-// restFactor: rest after a sync, in multiples of its duration.
+// restFactor: rest after a sync, in multiples of the CPU time it used.
 const restFactor = 2
 
 // stuckFactor: a sync that takes this many times as long as the one before
@@ -72,13 +72,13 @@ func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval, s
 }
 
 // processCPU is the CPU time, user and system, of this process and of its
-// children that have ended (nft runs as one); 0 when it cannot be read.
+// children that have ended (nft runs as one); -1 when it cannot be read.
 func processCPU() time.Duration {
 	var total time.Duration
 	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
 		var ru syscall.Rusage
 		if syscall.Getrusage(who, &ru) != nil {
-			return 0
+			return -1
 		}
 		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
@@ -181,7 +181,7 @@ func (r *Runner) syncOnce(ctx context.Context, start time.Time) (time.Duration, 
 	r.mu.Lock()
 	r.started, r.waiting = start, time.Time{}
 	r.mu.Unlock()
-	var cpu0 time.Duration
+	cpu0 := time.Duration(-1)
 	if r.cpu != nil {
 		cpu0 = r.cpu()
 	}
@@ -190,9 +190,11 @@ func (r *Runner) syncOnce(ctx context.Context, start time.Time) (time.Duration, 
 	defer r.mu.Unlock()
 	r.ended = r.clock.Now()
 	r.started, r.lastTook = time.Time{}, r.ended.Sub(start)
-	used := r.lastTook
-	if r.cpu != nil {
-		used = r.cpu() - cpu0
+	used := r.lastTook // without a CPU clock, or when it cannot be read
+	if cpu0 >= 0 {
+		if cpu1 := r.cpu(); cpu1 >= 0 {
+			used = cpu1 - cpu0
+		}
 	}
 	r.interval = r.intervalAfter(r.lastTook, used)
 	return r.interval, err

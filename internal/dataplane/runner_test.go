@@ -249,6 +249,16 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
+// A CPU clock that cannot be read leaves the wall time to count.
+func TestRunnerRestsTheWallTimeWithoutACPUClock(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	r := newRunner(func(context.Context) error { clk.Step(300 * time.Millisecond); return nil },
+		100*time.Millisecond, 0, time.Minute, clk, func() time.Duration { return -1 })
+	if interval, err := r.syncOnce(context.Background(), clk.Now()); err != nil || interval != 900*time.Millisecond {
+		t.Errorf("interval after a 300ms sync with an unreadable CPU clock: %s (%v), want 900ms", interval, err)
+	}
+}
+
 // processCPU counts this process's CPU time and that of its children once
 // they have ended, as nft's are.
 func TestProcessCPU(t *testing.T) {
