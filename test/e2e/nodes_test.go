@@ -134,10 +134,14 @@ func TestConfigReload(t *testing.T) {
 	authoritative := "[Global]\nregion = home\nauthoritative-inventory = true\n\n[Machine \"web-1\"]\nzone = rack-1\ninternal-ip = 192.0.2.11\n"
 	cl := startCluster(t, authoritative)
 
-	// Unknown to an authoritative inventory: stays uninitialised.
-	createKubeletNode(t, cl.client, "late-1", v1.ConditionUnknown)
+	// Unknown to an authoritative inventory: a Ready node stays
+	// uninitialised; a NotReady one is reported gone and deleted (by the
+	// same lifecycle pass that looked at late-1, so late-1 has been judged).
+	createKubeletNode(t, cl.client, "late-1", v1.ConditionTrue)
+	createKubeletNode(t, cl.client, "stray-1", v1.ConditionUnknown)
 	createKubeletNode(t, cl.client, "web-1", v1.ConditionFalse)
 	waitNode(t, cl.client, "web-1", "initialised", func(n *v1.Node) bool { return n.Spec.ProviderID != "" })
+	waitGone(t, cl.client, "stray-1")
 	if n := getNode(t, cl.client, "late-1"); n.Spec.ProviderID != "" || !hasTaint(n, cloudapi.TaintExternalCloudProvider) {
 		t.Fatalf("late-1 initialised before its machine was in the inventory: %+v", n.Spec)
 	}
