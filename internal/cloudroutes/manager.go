@@ -1,4 +1,4 @@
-package routes
+package cloudroutes
 
 import (
 	"context"
@@ -14,23 +14,21 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/inventory"
+	"github.com/groundcloud/groundcloud/internal/routes"
 )
-
-// FieldManager is the controller manager's field manager for Route specs.
-const FieldManager = "groundcloud-controller-manager"
 
 // Manager is the controller manager's side of routes: what the provider's
 // cloudprovider.Routes methods do. Its methods are safe for concurrent use
 // (the route controller creates routes in parallel).
 type Manager struct {
-	client *Client
+	client *routes.Client
 	config func() *config.Config
 }
 
 // NewManager returns a Manager over a dynamic client; config returns the
 // current cloud-config (for the inventory's machine states).
 func NewManager(dyn dynamic.Interface, config func() *config.Config) *Manager {
-	return &Manager{client: NewClient(dyn), config: config}
+	return &Manager{client: routes.NewClient(dyn), config: config}
 }
 
 // List returns every Route object as an upstream route; routes to gone
@@ -96,11 +94,11 @@ func (m *Manager) Create(ctx context.Context, r *cloudprovider.Route) error {
 func (m *Manager) Delete(ctx context.Context, r *cloudprovider.Route) error {
 	name := r.Name
 	if name == "" {
-		dst, err := ParseCIDR(r.DestinationCIDR)
+		dst, err := routes.ParseCIDR(r.DestinationCIDR)
 		if err != nil {
 			return err
 		}
-		name = ObjectName(string(r.TargetNode), dst)
+		name = routes.ObjectName(string(r.TargetNode), dst)
 	}
 	err := m.client.Delete(ctx, name)
 	if apierrors.IsNotFound(err) {

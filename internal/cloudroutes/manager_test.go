@@ -1,4 +1,4 @@
-package routes
+package cloudroutes
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
-func newManager(t *testing.T, cloudConfig string) (*Manager, *Client) {
+func newManager(t *testing.T, cloudConfig string) (*Manager, *routes.Client) {
 	t.Helper()
 	cfg, err := config.Parse("c.conf", []byte(cloudConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{Resource: "RouteList"})
-	return NewManager(dyn, func() *config.Config { return cfg }), NewClient(dyn)
+		map[schema.GroupVersionResource]string{routes.Resource: "RouteList"})
+	return NewManager(dyn, func() *config.Config { return cfg }), routes.NewClient(dyn)
 }
 
 const labInventory = `

@@ -1,10 +1,13 @@
 // Package kubecore is the agent's client for the few core/v1 calls it
-// makes: list, watch and get Nodes, and write Events.
+// makes (list, watch and get Nodes, and write Events), and the informer
+// the agent and the router use for groundcloud's own objects
+// (DynamicInformer).
 //
 // client-go's typed clients are generated against its scheme package, which
 // registers every API group at start; importing any of them links every
 // group's types, clients, informers and listers into the binary and touches
-// their pages at start. The agent needs Nodes and Events only. This client
+// their pages at start (so does client-go's dynamicinformer, through the
+// informer factory it imports). The agent needs Nodes and Events only. This client
 // decodes core/v1 alone, and its calls are the requests the typed client
 // sends (same paths, verbs and bodies), so RBAC and the apiserver see no
 // difference. docs/benchmarks.md ("Scale") has what it saves.

@@ -165,8 +165,21 @@ func TestClient(t *testing.T) {
 // binary links core/v1 and no other API group (and so no clientset, no
 // informer factory, no discovery client).
 func TestAgentLinksCoreOnly(t *testing.T) {
+	checkLinksCoreOnly(t, "groundcloud-agent")
+}
+
+// TestRouterLinksCoreOnly: the same for groundcloud-router, on every node,
+// which reads Routes through DynamicInformer and writes its Node's
+// condition with the dynamic client (internal/routes says why it links no
+// k8s.io/cloud-provider).
+func TestRouterLinksCoreOnly(t *testing.T) {
+	checkLinksCoreOnly(t, "groundcloud-router")
+}
+
+func checkLinksCoreOnly(t *testing.T, binary string) {
+	t.Helper()
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-json=ImportPath",
-		"github.com/groundcloud/groundcloud/cmd/groundcloud-agent").Output()
+		"github.com/groundcloud/groundcloud/cmd/"+binary).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -179,6 +192,7 @@ func TestAgentLinksCoreOnly(t *testing.T) {
 		}
 		switch path := p.ImportPath; {
 		case strings.HasPrefix(path, "k8s.io/api/") && path != "k8s.io/api/core/v1",
+			path == "k8s.io/cloud-provider",
 			path == "k8s.io/client-go/kubernetes/scheme",
 			path == "k8s.io/client-go/informers",
 			path == "k8s.io/client-go/discovery":
@@ -186,6 +200,6 @@ func TestAgentLinksCoreOnly(t *testing.T) {
 		}
 	}
 	if len(bad) > 0 {
-		t.Errorf("groundcloud-agent links %d packages it has no use for, among them %v", len(bad), bad[:min(len(bad), 5)])
+		t.Errorf("%s links %d packages it has no use for, among them %v", binary, len(bad), bad[:min(len(bad), 5)])
 	}
 }

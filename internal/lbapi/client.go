@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 )
 
 // Resource is the LoadBalancer resource.
@@ -89,26 +89,7 @@ func (c *Client) ApplyStatus(ctx context.Context, namespace, name, fieldManager 
 // (see Transform); read them with FromUnstructured or a Lister and do not
 // modify them.
 func NewInformer(dyn dynamic.Interface, resync time.Duration) cache.SharedIndexInformer {
-	// As dynamicinformer's, without its package: that one links every API
-	// group's informers into the binary (internal/kubecore says why that
-	// matters).
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return dyn.Resource(Resource).List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return dyn.Resource(Resource).Watch(ctx, opts)
-		},
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, dyn), &unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{
-			ResyncPeriod:      resync,
-			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			ObjectDescription: Resource.String(),
-		})
-	// SetTransform fails only once the informer runs; it has not started.
-	_ = inf.SetTransform(Transform)
-	return inf
+	return kubecore.DynamicInformer(dyn, Resource, resync, Transform)
 }
 
 // Transform is the informer's cache.TransformFunc: it converts each

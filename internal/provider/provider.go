@@ -13,11 +13,11 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/configwatch"
 	"github.com/groundcloud/groundcloud/internal/inventory"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
-	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
 // Name is the name under which the provider registers: --cloud-provider=groundcloud.
@@ -43,7 +43,7 @@ func Register(opts *Options) {
 type Cloud struct {
 	config *configwatch.Watcher
 	lbs    atomic.Pointer[loadbalancers.Manager] // set by SetInformers
-	routes atomic.Pointer[routes.Manager]        // set by Initialize
+	routes atomic.Pointer[cloudroutes.Manager]   // set by Initialize
 
 	// Set by Initialize for SetInformers, which the upstream app calls
 	// right after it, from the same goroutine.
@@ -107,7 +107,7 @@ func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <
 		return
 	}
 	c.ctx, c.dyn, c.events = ctx, dyn, serviceEvents(ctx, clients)
-	c.routes.Store(routes.NewManager(dyn, c.config.Current))
+	c.routes.Store(cloudroutes.NewManager(dyn, c.config.Current))
 }
 
 // SetInformers starts the load-balancer manager (CRD installation, the

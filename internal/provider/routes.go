@@ -7,17 +7,17 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 )
 
-// routesAdapter adapts routes.Manager to cloudprovider.Routes. groundcloud
+// routesAdapter adapts cloudroutes.Manager to cloudprovider.Routes. groundcloud
 // keeps one cluster's routes in that cluster's apiserver, so clusterName
 // is not needed to tell clusters apart and is ignored.
 type routesAdapter struct{ c *Cloud }
 
 var _ cloudprovider.Routes = routesAdapter{}
 
-func (r routesAdapter) manager() (*routes.Manager, error) {
+func (r routesAdapter) manager() (*cloudroutes.Manager, error) {
 	m := r.c.routes.Load()
 	if m == nil {
 		return nil, api.NewRetryError("groundcloud routes are starting", time.Second)

@@ -13,6 +13,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
@@ -48,7 +49,7 @@ func TestRoutes(t *testing.T) {
 
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{routes.Resource: "RouteList"})
-	c.routes.Store(routes.NewManager(dyn, c.config.Current))
+	c.routes.Store(cloudroutes.NewManager(dyn, c.config.Current))
 	route := &cloudprovider.Route{TargetNode: "node-1", DestinationCIDR: "10.244.1.0/24",
 		TargetNodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.11"}}}
 	if err := r.CreateRoute(ctx, "kubernetes", "uid-1", route); err != nil {

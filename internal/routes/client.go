@@ -9,14 +9,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/kubecore"
 )
 
 // Resource is the Route resource.
 var Resource = v1alpha1.SchemeGroupVersion.WithResource("routes")
+
+// FieldManager is the controller manager's field manager for Route specs.
+const FieldManager = "groundcloud-controller-manager"
 
 // Client reads and writes Route objects with the dynamic client.
 type Client struct {
@@ -106,8 +109,7 @@ func (c *Client) ApplyStatus(ctx context.Context, name, fieldManager string, hos
 // NewInformer returns an informer over every Route whose objects are
 // *unstructured.Unstructured; use FromUnstructured.
 func NewInformer(dyn dynamic.Interface, resync time.Duration) cache.SharedIndexInformer {
-	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
-	return f.ForResource(Resource).Informer()
+	return kubecore.DynamicInformer(dyn, Resource, resync, nil)
 }
 
 // FromUnstructured converts an object of the dynamic client.

@@ -5,18 +5,25 @@
 // program into kernels.
 //
 // It owns:
-//   - what a Route object says for an upstream cloudprovider.Route and back
-//     (translate.go): the object's name, the next hop chosen from the Node's
-//     addresses, and which Routes are reported as blackholes (their machine
-//     is gone from the inventory);
-//   - reading and writing Route objects (Manager for the controller
-//     manager; Client, NewInformer and ApplyStatus for routers);
+//   - the object's name (ObjectName), the pod CIDR's canonical form
+//     (ParseCIDR) and the next hop chosen from the Node's addresses
+//     (NextHop);
+//   - reading and writing Route objects (Client, NewInformer and
+//     ApplyStatus), for the controller manager and routers;
 //   - the controller-manager flags that routes need (CheckFlags).
+//
+// The controller manager's side, what a Route object says for an upstream
+// cloudprovider.Route and back, is internal/cloudroutes: this package links
+// neither k8s.io/cloud-provider nor the inventory, so that groundcloud-router,
+// which runs on every node, does not link every API group's client through
+// them (TestRouterLinksCoreOnly).
 //
 // It must not:
 //   - touch a kernel: routers do;
 //   - decide which routes a host programs: that is the router's placement;
 //   - cache Route objects for the controller manager: the route controller
 //     lists them every --route-reconciliation-period and must see its own
-//     writes, so List reads from the apiserver.
+//     writes, so Client.List reads from the apiserver;
+//   - import k8s.io/cloud-provider, client-go's clientset or its informer
+//     factory (see above).
 package routes

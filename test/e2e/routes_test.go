@@ -31,6 +31,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/backends"
+	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -710,7 +711,7 @@ func TestRouteCRD(t *testing.T) {
 	// RBAC: each component as a user with only its rules.
 	router := impersonate(t, cp, "router", routerRules)
 	ccm := impersonate(t, cp, "ccm", controllerManagerRules)
-	m := routes.NewManager(ccm, func() *config.Config { return &config.Config{} })
+	m := cloudroutes.NewManager(ccm, func() *config.Config { return &config.Config{} })
 	route := &cloudprovider.Route{TargetNode: "node-2", DestinationCIDR: "10.244.2.0/24",
 		TargetNodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.12"}}}
 	if err := m.Create(ctx, route); err != nil {
