@@ -681,6 +681,7 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 	if err := node.SetLink(false); err != nil {
 		t.Fatal(err)
 	}
+	cut := time.Now()
 	linkUp := func() {
 		if err := node.SetLink(true); err != nil {
 			t.Error(err)
@@ -706,6 +707,8 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 	})
 
 	linkUp()
+	up := time.Now()
+	t.Logf("%s's link was down for %.1f s", own, up.Sub(cut).Seconds())
 	// Back on the network it holds down before it takes its share back,
 	// and says so in its Member condition while it does (the other hosts
 	// and the operator read it there): its agent asks for a status report
@@ -721,6 +724,7 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 			if c := meta.FindStatusCondition(h.Conditions, "Member"); h.Name == own && c != nil &&
 				(len(reasons) == 0 || reasons[len(reasons)-1] != c.Reason) {
 				reasons = append(reasons, c.Reason)
+				t.Logf("%s's Member condition %.1f s after its link came back: %s", own, time.Since(up).Seconds(), c.Reason)
 			}
 		}
 		return slices.Contains(reasons, "HoldDown") && reasons[len(reasons)-1] == "Ready", nil
