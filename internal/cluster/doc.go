@@ -14,7 +14,9 @@
 //     kubelet and containerd's shims use whatever they are told), with
 //     cgroups under /groundcloud.<lab prefix>/<node>; the reference bridge
 //     CNI plugin on the pod CIDRs node-ipam gave the Node; kube-proxy in
-//     nftables mode as a DaemonSet.
+//     nftables mode as a DaemonSet. Start and Join return once every
+//     kube-proxy has synced its rules (its metrics say so; its Pod is
+//     Ready before that).
 //   - Images (internal/images): groundcloud's, from deploy/images/, and the
 //     test bed's own (pause, kube-proxy, the groundcloud-echo example
 //     application), imported into every node's containerd. Nothing is

@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +23,8 @@ const readyTimeout = 8 * time.Minute
 
 // waitReady waits for each node's pod CIDRs and gives the node its network
 // (as a network plugin's agent would), then for every node to be Ready
-// and initialised, then for every component to run.
+// and initialised, then for every component to run (kube-proxy: to have
+// programmed its rules).
 func (c *Cluster) waitReady(ctx context.Context) error {
 	c.logf("waiting for pod CIDRs from node-ipam; writing each node's CNI configuration")
 	for _, n := range c.Nodes {
@@ -36,7 +40,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	if err := c.poll(ctx, "nodes Ready and initialised", c.nodesReady); err != nil {
 		return err
 	}
-	c.logf("waiting for kube-proxy, groundcloud-router, groundcloud-agent and groundcloud-controller-manager")
+	c.logf("waiting for kube-proxy (its first sync), groundcloud-router, groundcloud-agent and groundcloud-controller-manager")
 	return c.poll(ctx, "components running", c.componentsReady)
 }
 
@@ -172,5 +176,65 @@ func (c *Cluster) componentsReady(ctx context.Context) (string, error) {
 	if d.Spec.Replicas == nil || d.Status.ReadyReplicas != *d.Spec.Replicas {
 		missing = append(missing, fmt.Sprintf("Deployment groundcloud-controller-manager: %d ready", d.Status.ReadyReplicas))
 	}
+	// kube-proxy's Pod is Ready once it runs (it has no readiness probe,
+	// and its /healthz says healthy while it starts), before it has
+	// programmed any Service: a connection to a cluster IP then goes
+	// unanswered on the link. Its metrics say when a sync has succeeded.
+	if len(missing) == 0 {
+		for _, n := range c.Nodes {
+			if why := c.kubeProxySynced(ctx, n); why != "" {
+				missing = append(missing, fmt.Sprintf("kube-proxy on %s: %s", n.Name, why))
+			}
+		}
+	}
 	return strings.Join(missing, "; "), nil
+}
+
+// kubeProxyMetrics is kube-proxy's metrics address (its default
+// metricsBindAddress) in its node's network namespace.
+const kubeProxyMetrics = "http://127.0.0.1:10249/metrics"
+
+// kubeProxySynced reports why kube-proxy on n has not yet programmed its
+// rules for every IP family of the cluster ("" once it has).
+func (c *Cluster) kubeProxySynced(ctx context.Context, n *Node) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kubeProxyMetrics, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := n.Host.HTTPClient().Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	families := 1
+	if c.dualStack() {
+		families = 2
+	}
+	if synced := syncedFamilies(string(body)); synced < families {
+		return fmt.Sprintf("%d of %d IP families synced", synced, families)
+	}
+	return ""
+}
+
+// syncedFamilies counts the IP families whose kube-proxy metrics text
+// reports a successful sync: kubeproxy_sync_proxy_rules_last_timestamp_seconds
+// appears, per family, only once one has.
+func syncedFamilies(metrics string) int {
+	n := 0
+	for line := range strings.Lines(metrics) {
+		if !strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && v > 0 {
+			n++
+		}
+	}
+	return n
 }
