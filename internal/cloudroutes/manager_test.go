@@ -62,7 +62,7 @@ func TestManager(t *testing.T) {
 
 	// The Node's addresses changed: the route controller deletes and
 	// creates; a create over a leftover object updates it.
-	moved := []v1.NodeAddress{addr(v1.NodeInternalIP, "192.0.2.111")}
+	moved := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.111"}}
 	if err := m.Create(ctx, &cloudprovider.Route{TargetNode: "node-1", DestinationCIDR: "10.244.1.0/24", TargetNodeAddresses: moved}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,16 +12,12 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 )
 
-func addr(typ v1.NodeAddressType, a string) v1.NodeAddress {
-	return v1.NodeAddress{Type: typ, Address: a}
-}
-
+// dualStackNode's first address of each family is the next hop.
 var dualStackNode = []v1.NodeAddress{
-	addr(v1.NodeHostName, "node-1"),
-	addr(v1.NodeExternalIP, "203.0.113.1"),
-	addr(v1.NodeInternalIP, "fd00::11"),
-	addr(v1.NodeInternalIP, "192.0.2.11"),
-	addr(v1.NodeInternalIP, "192.0.2.99"),
+	{Type: v1.NodeHostName, Address: "node-1"},
+	{Type: v1.NodeInternalIP, Address: "fd00::11"},
+	{Type: v1.NodeInternalIP, Address: "192.0.2.11"},
+	{Type: v1.NodeInternalIP, Address: "192.0.2.99"},
 }
 
 func TestBuild(t *testing.T) {
@@ -43,7 +39,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name:  "no address of the family",
-			route: cloudprovider.Route{TargetNode: "node-1", DestinationCIDR: "fd00:10:244:1::/64", TargetNodeAddresses: dualStackNode[3:]},
+			route: cloudprovider.Route{TargetNode: "node-1", DestinationCIDR: "fd00:10:244:1::/64", TargetNodeAddresses: dualStackNode[2:]},
 			err:   "route fd00:10:244:1::/64 to node node-1: node has no address of the pod CIDR's family",
 		},
 		{
