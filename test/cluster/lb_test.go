@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -428,7 +429,8 @@ func expectOnlyWithin(t *testing.T, client *http.Client, u, node string, d time.
 // becomes a backend of every Service: a Local Service whose only Pod runs
 // on it is answered from it alone (its kube-proxy's healthCheckNodePort
 // reports the Pod), and connections to a Cluster Service reach it as
-// well. The Local Service is its own: one deployed by an earlier subtest
+// well, none of them failing from before the join until then (one every
+// 20 ms). The Local Service is its own: one deployed by an earlier subtest
 // is gone with that subtest (deploy's cleanup), and polling its old
 // address worked only while a later Service happened to get the same one.
 func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node string) {
@@ -439,11 +441,15 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node stri
 			diagnose(t, c, node, name)
 		}
 	})
+	// Connections through web's address from before the join until the
+	// new node has taken some: none may fail (see below).
+	client := lbClient(c.Clients["client"])
+	waitServing(t, client, url(web.vip(t, false))) // at once, but in a run of this subtest alone
+	during := keepSurveying(t, client, url(web.vip(t, false)))
 	if err := c.Join(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	checkNodeInitialised(t, c, node)
-	client := lbClient(c.Clients["client"])
 	s := deploy(t, c, name, 1, map[string]string{corev1.LabelHostname: node}, func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	})
@@ -467,6 +473,52 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node stri
 		t.Fatalf("connections through %s received by node %v, none by the new %s", url(web.vip(t, false)), got, node)
 	}
 	t.Logf("connections through %s received by node: %v", url(web.vip(t, false)), got)
+	if n, failed, first := during(); failed > 0 {
+		t.Errorf("%d of %d connections through %s failed while %s joined; first: %s", failed, n, url(web.vip(t, false)), node, first)
+	} else {
+		t.Logf("%d connections through %s while %s joined, none failed", n, url(web.vip(t, false)), node)
+	}
+}
+
+// keepSurveying opens a connection through u every 20 ms until the
+// returned function is called, which reports how many were opened, how
+// many failed and the first failure.
+func keepSurveying(t *testing.T, client *http.Client, u string) func() (n, failed int, first string) {
+	t.Helper()
+	var n, failed int
+	var first string
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			_, err := get(t.Context(), client, u)
+			n++
+			if err != nil {
+				failed++
+				if first == "" {
+					first = fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	finish := func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+		})
+	}
+	t.Cleanup(finish)
+	return func() (int, int, string) {
+		finish()
+		return n, failed, first
+	}
 }
 
 // checkNodeDeleted: a Node deleted from the cluster while its machine runs
