@@ -6,10 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -208,7 +209,7 @@ func (c *Cluster) kubeProxySynced(ctx context.Context, n *Node) string {
 		return err.Error()
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	synced, err := syncedFamilies(resp.Body)
 	if err != nil {
 		return err.Error()
 	}
@@ -216,25 +217,26 @@ func (c *Cluster) kubeProxySynced(ctx context.Context, n *Node) string {
 	if c.dualStack() {
 		families = 2
 	}
-	if synced := syncedFamilies(string(body)); synced < families {
+	if synced < families {
 		return fmt.Sprintf("%d of %d IP families synced", synced, families)
 	}
 	return ""
 }
 
-// syncedFamilies counts the IP families whose kube-proxy metrics text
+// syncedFamilies counts the IP families whose kube-proxy metrics page
 // reports a successful sync: kubeproxy_sync_proxy_rules_last_timestamp_seconds
-// appears, per family, only once one has.
-func syncedFamilies(metrics string) int {
+// has a series per family only once one has.
+func syncedFamilies(metrics io.Reader) (int, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(metrics)
+	if err != nil {
+		return 0, fmt.Errorf("parse kube-proxy's metrics: %w", err)
+	}
 	n := 0
-	for line := range strings.Lines(metrics) {
-		if !strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && v > 0 {
+	for _, m := range families["kubeproxy_sync_proxy_rules_last_timestamp_seconds"].GetMetric() {
+		if m.GetGauge().GetValue() > 0 {
 			n++
 		}
 	}
-	return n
+	return n, nil
 }

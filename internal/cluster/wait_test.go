@@ -1,20 +1,29 @@
 package cluster
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestSyncedFamilies(t *testing.T) {
+	const (
+		help   = "# HELP kubeproxy_sync_proxy_rules_last_timestamp_seconds The last time proxy rules were successfully synced\n# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\n"
+		queued = "# TYPE kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n"
+	)
 	for _, tc := range []struct {
 		name, metrics string
 		want          int
+		err           bool
 	}{
-		{"starting", "# HELP kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds x\nkubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", 0},
-		{"IPv4 synced", "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", 1},
-		{"both synced", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1.7645e+09\n", 2},
-		{"zero", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 0\n", 0},
-		{"not a number", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} x\n", 0},
+		{name: "starting", metrics: queued, want: 0},
+		{name: "IPv4 synced", metrics: queued + help + "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", want: 1},
+		{name: "both synced", metrics: help + "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1.7645e+09\n", want: 2},
+		{name: "zero", metrics: help + "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 0\n", want: 0},
+		{name: "not the text format", metrics: "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} x\n", err: true},
 	} {
-		if got := syncedFamilies(tc.metrics); got != tc.want {
-			t.Errorf("%s: syncedFamilies = %d, want %d", tc.name, got, tc.want)
+		got, err := syncedFamilies(strings.NewReader(tc.metrics))
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("%s: syncedFamilies = %d, %v; want %d, error %v", tc.name, got, err, tc.want, tc.err)
 		}
 	}
 }
