@@ -473,20 +473,33 @@ func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node stri
 		t.Fatalf("connections through %s received by node %v, none by the new %s", url(web.vip(t, false)), got, node)
 	}
 	t.Logf("connections through %s received by node: %v", url(web.vip(t, false)), got)
-	if n, failed, first := during(); failed > 0 {
-		t.Errorf("%d of %d connections through %s failed while %s joined; first: %s", failed, n, url(web.vip(t, false)), node, first)
+	if got := during(); len(got.failed) > 0 {
+		t.Errorf("%d of %d connections through %s failed while %s joined; first: %s", len(got.failed), got.total(), url(web.vip(t, false)), node, got.failed[0])
 	} else {
-		t.Logf("%d connections through %s while %s joined, none failed", n, url(web.vip(t, false)), node)
+		t.Logf("%d connections through %s while %s joined, none failed", got.total(), url(web.vip(t, false)), node)
 	}
 }
 
+// surveyed is what keepSurveying saw: answers by the node that answered
+// (its Pod's), and each failure with its time.
+type surveyed struct {
+	answers map[string]int
+	failed  []string
+}
+
+func (s surveyed) total() int {
+	n := len(s.failed)
+	for _, k := range s.answers {
+		n += k
+	}
+	return n
+}
+
 // keepSurveying opens a connection through u every 20 ms until the
-// returned function is called, which reports how many were opened, how
-// many failed and the first failure.
-func keepSurveying(t *testing.T, client *http.Client, u string) func() (n, failed int, first string) {
+// returned function is called, which returns what they got.
+func keepSurveying(t *testing.T, client *http.Client, u string) func() surveyed {
 	t.Helper()
-	var n, failed int
-	var first string
+	got := surveyed{answers: map[string]int{}}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -497,13 +510,10 @@ func keepSurveying(t *testing.T, client *http.Client, u string) func() (n, faile
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			_, err := get(t.Context(), client, u)
-			n++
-			if err != nil {
-				failed++
-				if first == "" {
-					first = fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err)
-				}
+			if a, err := get(t.Context(), client, u); err != nil {
+				got.failed = append(got.failed, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+			} else {
+				got.answers[a.node]++
 			}
 		}
 	}()
@@ -515,9 +525,9 @@ func keepSurveying(t *testing.T, client *http.Client, u string) func() (n, faile
 		})
 	}
 	t.Cleanup(finish)
-	return func() (int, int, string) {
+	return func() surveyed {
 		finish()
-		return n, failed, first
+		return got
 	}
 }
 

@@ -106,24 +106,7 @@ func checkLocalAcrossAgentRestarts(t *testing.T, c *cluster.Cluster, addr netip.
 	ctx := t.Context()
 	client := lbClient(c.Clients["client"])
 	client.Timeout = time.Second
-	answers, failed := map[string]int{}, []string(nil)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			if a, err := get(ctx, client, url(addr)); err != nil {
-				failed = append(failed, err.Error())
-			} else {
-				answers[a.node]++
-			}
-		}
-	}()
+	during := keepSurveying(t, client, url(addr))
 	restarts := map[string]int32{}
 	var pods []*corev1.Pod
 	for _, n := range c.Nodes {
@@ -153,22 +136,17 @@ func checkLocalAcrossAgentRestarts(t *testing.T, c *cluster.Cluster, addr netip.
 		return true, nil
 	})
 	time.Sleep(5 * time.Second) // the restarted agents' first syncs and probes are over
-	close(stop)
-	<-done
+	got := during()
 	if err != nil {
 		t.Fatalf("the agents' containers were not restarted and ready: %v", err)
 	}
-	total := len(failed)
-	for _, n := range answers {
-		total += n
+	switch total := got.total(); {
+	case len(got.failed) > 0:
+		t.Errorf("%d of %d connections failed while both agents restarted (answers by node %v); first: %s", len(got.failed), total, got.answers, got.failed[0])
+	case got.answers[node] != total || total == 0:
+		t.Errorf("answers by node %v, want all from %s", got.answers, node)
 	}
-	switch {
-	case len(failed) > 0:
-		t.Errorf("%d of %d connections failed while both agents restarted (answers by node %v); first: %s", len(failed), total, answers, failed[0])
-	case answers[node] != total || total == 0:
-		t.Errorf("answers by node %v, want all from %s", answers, node)
-	}
-	t.Logf("while both agents were killed and restarted: %d connections through %s, answers by node %v", total, addr, answers)
+	t.Logf("while both agents were killed and restarted: %d connections through %s, answers by node %v", got.total(), addr, got.answers)
 }
 
 // checkLocalSwitch: a Service whose only Pod runs on node-2 switches from
