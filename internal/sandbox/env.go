@@ -56,6 +56,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	e := &Env{Opts: opts, Clients: map[string]*lab.Host{}, StateDir: filepath.Join(opts.Dir, "nodes")}
 	defer func() {
 		if err != nil {
+			if e.ccm != nil {
+				e.logf("sandbox: start failed; last lines of groundcloud-controller-manager:\n%s", testbed.LogTail(e.ccm.LogPath, 60))
+			}
 			_ = e.Close()
 		}
 	}()
@@ -246,7 +249,7 @@ func (e *Env) registerNodes(ctx context.Context) error {
 	}
 	for _, n := range nodes {
 		if err := WaitInitialised(ctx, e.Client, n.Name); err != nil {
-			return err
+			return fmt.Errorf("node %s not initialised by the controller manager: %w", n.Name, err)
 		}
 	}
 	return nil
