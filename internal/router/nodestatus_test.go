@@ -5,10 +5,16 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/groundcloud/groundcloud/internal/backends"
+	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
 func TestPodRoutesCondition(t *testing.T) {
@@ -57,5 +63,53 @@ func TestPodRoutesCondition(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// memTable is a kernel table that applies every plan.
+type memTable struct{ have []Installed }
+
+func (m *memTable) List() ([]Installed, error) { return m.have, nil }
+func (m *memTable) Apply(p Plan) map[netip.Prefix]error {
+	for _, a := range p.Add {
+		m.have = append(m.have, Installed{Dst: a.Dst, Via: a.Via})
+	}
+	return nil
+}
+
+// A node joining a large cluster writes its PodRoutes condition before
+// the Routes' statuses, a write each: load balancers wait for the
+// condition, not for the statuses.
+func TestNodeConditionBeforeRouteStatuses(t *testing.T) {
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{routes.Resource: "RouteList"})
+	r := New(Config{Host: "node-1", Placement: PlacementNode, NodeName: "node-1", Dynamic: dyn, Table: &memTable{}, MinSync: time.Second, MaxSync: time.Minute})
+	for _, rt := range cluster {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.informer.GetStore().Add(&unstructured.Unstructured{Object: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			writes = append(writes, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	// node-1 holds the routes to node-2's and node-3's pods and reports on
+	// those four Routes.
+	if len(writes) != 5 || writes[0] != "patch nodes/status" {
+		t.Fatalf("writes %v, want the Node's status first, then the 4 Routes'", writes)
+	}
+	for _, w := range writes[1:] {
+		if w != "patch routes/status" {
+			t.Errorf("write %q after the Node's, want only Route statuses", w)
+		}
 	}
 }

@@ -126,7 +126,10 @@ func (r *Router) sync(ctx context.Context) error {
 	for _, p := range problems {
 		reports[p.Name] = report{Reason: p.Reason, Message: p.Message}
 	}
-	r.report(ctx, objs, reports)
+	// The Node's condition first: load balancers that wait for it send this
+	// node no traffic until it is written, and the Route statuses are a
+	// write per Route, seconds of them for a node joining a cluster of a
+	// hundred (the client's rate limit).
 	if r.cfg.Placement == PlacementNode {
 		c := podRoutes(wants, failed)
 		if c.Status != corev1.ConditionTrue && !sameCondition(r.nodeCond, &c) {
@@ -140,6 +143,7 @@ func (r *Router) sync(ctx context.Context) error {
 			time.AfterFunc(nodeRetry, r.runner.Request)
 		}
 	}
+	r.report(ctx, objs, reports)
 	// Failures are reported per Route and retried at the next full check;
 	// they do not make the runner retry at once.
 	return nil
