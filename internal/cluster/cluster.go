@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/groundcloud/groundcloud/internal/lab"
@@ -34,7 +36,9 @@ type Cluster struct {
 	// workers that have joined (Join).
 	Nodes []*Node
 	// late are the late workers that have not joined yet.
-	late    []*Node
+	late []*Node
+	// left are the workers that have left (Leave).
+	left    []*Node
 	Clients map[string]*lab.Host
 	Images  Images
 	// APIServer is where nodes and Pods reach the apiserver: the
@@ -158,6 +162,18 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 			return err
 		}
 		c.nodeNetns = append(c.nodeNetns, fmt.Sprintf("net:[%d]", st.Ino))
+		for _, a := range o.ExtraAddresses[name] {
+			subnet := o.Subnet4
+			if a.Is6() {
+				subnet = o.Subnet6
+			}
+			if !subnet.Contains(a) {
+				return fmt.Errorf("ExtraAddresses of %s: %s is not in the lab's subnet %s", name, a, subnet)
+			}
+			if err := h.AddAddress(h.Iface, netip.PrefixFrom(a, subnet.Bits())); err != nil {
+				return err
+			}
+		}
 		dir := filepath.Join(o.Dir, "nodes", name)
 		c.Nodes = append(c.Nodes, &Node{
 			Name: name, Host: h, LoadBalancer: lb, Dir: dir,
@@ -173,6 +189,11 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 	for i := 1; i <= o.Workers+o.LateWorkers; i++ {
 		if err := add("node-"+strconv.Itoa(i), false); err != nil {
 			return err
+		}
+	}
+	for name := range o.ExtraAddresses {
+		if !slices.ContainsFunc(c.Nodes, func(n *Node) bool { return n.Name == name }) {
+			return fmt.Errorf("ExtraAddresses: no node %s", name)
 		}
 	}
 	// The late workers wait outside Nodes until they join.
@@ -220,11 +241,11 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		Dir:         filepath.Join(c.Opts.Dir, "control-plane"),
 		ServiceCIDR: c.Opts.ServiceCIDR,
 		Users:       users,
-		ExtraAPIServerArgs: []string{
+		ExtraAPIServerArgs: append([]string{
 			"--advertise-address=" + c.Opts.APIServerAddress.String(),
 			"--allow-privileged=true", // kube-proxy
 			"--kubelet-preferred-address-types=InternalIP,Hostname",
-		},
+		}, c.Opts.ExtraAPIServerArgs...),
 		ControllerManager: &testbed.ControllerManagerOptions{ClusterCIDR: c.Opts.ClusterCIDR},
 		Scheduler:         true,
 		Logf:              c.Opts.Logf,
@@ -321,9 +342,31 @@ func (c *Cluster) Join(ctx context.Context, name string) error {
 	return nil
 }
 
+// Leave takes a worker out of the cluster as a machine that is retired:
+// it shuts down (its kubelet, every process of its Pods, containerd) and
+// its Node is deleted, as an administrator would after draining it. Its
+// lab host stays, answering nothing; the inventory still lists it.
+func (c *Cluster) Leave(ctx context.Context, name string) error {
+	i := slices.IndexFunc(c.Nodes, func(n *Node) bool { return n.Name == name })
+	if i < 0 || c.Nodes[i].LoadBalancer {
+		return fmt.Errorf("cluster: %s is not a worker of the cluster", name)
+	}
+	n := c.Nodes[i]
+	if err := n.stop(); err != nil {
+		return fmt.Errorf("cluster: %s: %w", name, err)
+	}
+	c.Nodes = slices.Delete(c.Nodes, i, i+1)
+	c.left = append(c.left, n)
+	if err := c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("cluster: delete Node %s: %w", name, err)
+	}
+	c.logf("%s left", name)
+	return nil
+}
+
 // Node returns the node with the given name (a late worker too), or nil.
 func (c *Cluster) Node(name string) *Node {
-	for _, n := range slices.Concat(c.Nodes, c.late) {
+	for _, n := range slices.Concat(c.Nodes, c.late, c.left) {
 		if n.Name == name {
 			return n
 		}

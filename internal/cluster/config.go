@@ -118,6 +118,9 @@ func kubeletConfig(s kubeletSettings) ([]byte, error) {
 		// benchmark's trials) comes back within seconds instead of
 		// after a back-off that doubles up to 5 minutes.
 		"crashLoopBackOff": map[string]string{"maxContainerRestartPeriod": "2s"},
+		// A test reads a container's whole log (the scale benchmark, the
+		// agent's at --v=2): rotated only past 100 MiB.
+		"containerLogMaxSize": "100Mi",
 	}
 	return yaml.Marshal(cfg)
 }

@@ -16,7 +16,9 @@
 //     CNI plugin on the pod CIDRs node-ipam gave the Node; kube-proxy in
 //     nftables mode as a DaemonSet. Start and Join return once every
 //     kube-proxy has synced its rules (its metrics say so; its Pod is
-//     Ready before that).
+//     Ready before that). Nodes that are API objects only (a benchmark's)
+//     may join them: the test bed waits for the DaemonSets' Pods on its
+//     own nodes only.
 //   - Images (internal/images): groundcloud's, from deploy/images/, and the
 //     test bed's own (pause, kube-proxy, the groundcloud-echo example
 //     application), imported into every node's containerd. Nothing is
@@ -31,7 +33,8 @@
 // Failures a test can cause: a node's cable pulled (Node.SetLink, which
 // also cuts its way to the apiserver), a container crashing
 // (Node.KillContainer), a kubelet that hangs and so restarts nothing
-// (Node.SetKubeletPaused), the apiserver stopped (CP.StopAPIServer).
+// (Node.SetKubeletPaused), the apiserver stopped (CP.StopAPIServer), a
+// worker joining (Cluster.Join) or retired (Cluster.Leave).
 //
 // It owns: the order of starting and stopping all of it, the nodes' state
 // directories, mount namespaces and cgroups, and the machine-wide settings

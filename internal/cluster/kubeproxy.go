@@ -20,9 +20,10 @@ const kubeProxyName = "kube-proxy"
 // kubeProxyConfig is the KubeProxyConfiguration: nftables mode, the
 // cluster's pod network (traffic from outside it to Services is
 // masqueraded), and conntrack's table size left as the machine has it
-// (maxPerCore 0): it is one of the settings no namespace has of its own.
-func kubeProxyConfig(clusterCIDR string) string {
-	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+// (maxPerCore 0): it is one of the settings no namespace has of its own;
+// nodePortAddresses as Options.NodePortAddresses says.
+func kubeProxyConfig(clusterCIDR string, nodePortAddresses []string) string {
+	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
 clusterCIDR: %q
@@ -31,6 +32,13 @@ clientConnection:
 conntrack:
   maxPerCore: 0
 `, clusterCIDR)
+	if len(nodePortAddresses) > 0 {
+		cfg += "nodePortAddresses:\n"
+		for _, a := range nodePortAddresses {
+			cfg += fmt.Sprintf("  - %q\n", a)
+		}
+	}
+	return cfg
 }
 
 // kubeProxyKubeconfig reaches the apiserver at its endpoint with the Pod's
@@ -79,7 +87,7 @@ func (c *Cluster) installKubeProxy(ctx context.Context) error {
 			_, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: kubeProxyName},
 				Data: map[string]string{
-					"config.conf":     kubeProxyConfig(c.Opts.ClusterCIDR),
+					"config.conf":     kubeProxyConfig(c.Opts.ClusterCIDR, c.Opts.NodePortAddresses),
 					"kubeconfig.conf": kubeProxyKubeconfig(c.apiserverURL()),
 				},
 			}, metav1.CreateOptions{})

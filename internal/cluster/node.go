@@ -48,6 +48,8 @@ type Node struct {
 	kubelet       *lab.Process
 	// kubeletPaused: SetKubeletPaused stopped the kubelet (SIGSTOP).
 	kubeletPaused bool
+	// stopped: the node's processes are gone (Leave or Close).
+	stopped bool
 }
 
 // holderScript runs first in the node's new mount namespace (private: no
@@ -289,8 +291,12 @@ func (n *Node) startKubelet(c *Cluster) error {
 
 // stop ends the node's processes: the kubelet, then every process of its
 // Pods (by their cgroups), then containerd and its shims, then the mount
-// namespace.
+// namespace. It is idempotent.
 func (n *Node) stop() error {
+	if n.stopped {
+		return nil
+	}
+	n.stopped = true
 	var errs []error
 	if n.kubeletPaused {
 		errs = append(errs, n.SetKubeletPaused(false))

@@ -60,6 +60,17 @@ type Options struct {
 	// (default .200-.219 and ::c8-::db of the subnets).
 	Subnet4, Subnet6 netip.Prefix
 	Pool4, Pool6     string
+	// ExtraAddresses are more addresses of the lab's subnets on a node's
+	// interface, by node name, added when its host is made, before its
+	// kubelet and kube-proxy start: a machine with several addresses.
+	ExtraAddresses map[string][]netip.Addr
+	// ExtraAPIServerArgs are added to kube-apiserver's flags (a wider
+	// --service-node-port-range, say; see testbed.Options).
+	ExtraAPIServerArgs []string
+	// NodePortAddresses is kube-proxy's nodePortAddresses: CIDRs of the
+	// node addresses where it serves NodePorts, or "primary" (empty: its
+	// default, which in nftables mode is the node's primary addresses).
+	NodePortAddresses []string
 	// ExtraCloudConfig is appended to the cloud-config.
 	ExtraCloudConfig string
 	// CloudConfigFor, when set, returns more cloud-config, appended after
@@ -152,6 +163,11 @@ func (o Options) Validate() error {
 	}
 	if o.LBHosts < 1 || o.LBHosts > 8 {
 		errs = append(errs, fmt.Errorf("LBHosts %d: want 1 to 8", o.LBHosts))
+	}
+	for _, a := range o.NodePortAddresses {
+		if _, err := netip.ParsePrefix(a); err != nil && a != "primary" {
+			errs = append(errs, fmt.Errorf("NodePortAddresses %q: want a CIDR or \"primary\"", a))
+		}
 	}
 	cidrs, err := parseCIDRs("ClusterCIDR", o.ClusterCIDR)
 	errs = append(errs, err)

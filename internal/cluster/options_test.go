@@ -22,6 +22,8 @@ func TestValidate(t *testing.T) {
 		{name: "families differ", change: func(o *Options) { o.ClusterCIDR = "10.244.0.0/16" }, problem: "same families"},
 		{name: "single stack", change: func(o *Options) { o.ClusterCIDR, o.ServiceCIDR = "10.244.0.0/16", "10.96.0.0/16" }},
 		{name: "apiserver address in the pod network", change: func(o *Options) { o.APIServerAddress = netip.MustParseAddr("10.244.0.1") }, problem: "is in 10.244.0.0/16"},
+		{name: "node port addresses", change: func(o *Options) { o.NodePortAddresses = []string{"100.64.0.0/16", "primary"} }},
+		{name: "node port address not a CIDR", change: func(o *Options) { o.NodePortAddresses = []string{"100.64.0.1"} }, problem: `NodePortAddresses "100.64.0.1"`},
 		{name: "apiserver address in the lab", change: func(o *Options) { o.APIServerAddress = netip.MustParseAddr("192.0.2.9") }, problem: "is in 192.0.2.0/24"},
 	}
 	for _, tt := range tests {
@@ -36,5 +38,15 @@ func TestValidate(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, tt.problem)
 			}
 		})
+	}
+}
+
+func TestKubeProxyConfigNodePortAddresses(t *testing.T) {
+	if cfg := kubeProxyConfig("10.244.0.0/16", nil); strings.Contains(cfg, "nodePortAddresses") {
+		t.Errorf("without NodePortAddresses the config sets them:\n%s", cfg)
+	}
+	cfg := kubeProxyConfig("10.244.0.0/16", []string{"100.64.0.0/16", "fd00::/64"})
+	if !strings.HasSuffix(cfg, "nodePortAddresses:\n  - \"100.64.0.0/16\"\n  - \"fd00::/64\"\n") {
+		t.Errorf("config:\n%s", cfg)
 	}
 }

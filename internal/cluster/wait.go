@@ -156,18 +156,27 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 // componentsReady reports the DaemonSets and Deployments of kube-system
-// that do not run everywhere they should yet.
+// that do not run everywhere they should yet. A DaemonSet counts on the
+// cluster's nodes only, by its Pods: Nodes without a kubelet of the test
+// bed's (a benchmark's API-only Nodes) never run theirs.
 func (c *Cluster) componentsReady(ctx context.Context) (string, error) {
 	var missing []string
-	nodes := int32(len(c.Nodes))
-	want := map[string]int32{"kube-proxy": nodes, "groundcloud-router": nodes, "groundcloud-agent": int32(c.Opts.LBHosts)}
-	for name, n := range want {
-		ds, err := c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	var lbs []*Node
+	for _, n := range c.Nodes {
+		if n.LoadBalancer {
+			lbs = append(lbs, n)
+		}
+	}
+	for _, ds := range []struct {
+		name  string
+		nodes []*Node
+	}{{"kube-proxy", c.Nodes}, {"groundcloud-router", c.Nodes}, {"groundcloud-agent", lbs}} {
+		why, err := c.daemonSetReady(ctx, ds.name, ds.nodes)
 		if err != nil {
 			return "", err
 		}
-		if ds.Status.NumberReady != n || ds.Status.DesiredNumberScheduled != n {
-			missing = append(missing, fmt.Sprintf("DaemonSet %s: %d of %d ready (%d scheduled)", name, ds.Status.NumberReady, n, ds.Status.DesiredNumberScheduled))
+		if why != "" {
+			missing = append(missing, why)
 		}
 	}
 	d, err := c.Client.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, "groundcloud-controller-manager", metav1.GetOptions{})
@@ -189,6 +198,48 @@ func (c *Cluster) componentsReady(ctx context.Context) (string, error) {
 		}
 	}
 	return strings.Join(missing, "; "), nil
+}
+
+// daemonSetReady reports the nodes where DaemonSet name of kube-system
+// has no Ready Pod ("" when none).
+func (c *Cluster) daemonSetReady(ctx context.Context, name string, nodes []*Node) (string, error) {
+	ds, err := c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return "", err
+	}
+	pods, err := c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return "", err
+	}
+	ready := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && podReady(&p) {
+			ready[p.Spec.NodeName] = true
+		}
+	}
+	var not []string
+	for _, n := range nodes {
+		if !ready[n.Name] {
+			not = append(not, n.Name)
+		}
+	}
+	if len(not) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("DaemonSet %s: no Pod Ready on %s", name, strings.Join(not, ", ")), nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // kubeProxyMetrics is kube-proxy's metrics address (its default
