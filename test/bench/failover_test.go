@@ -8,16 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/internal/availability"
@@ -212,49 +209,7 @@ func (b *bench) loadBalancer(t *testing.T, svc *v1.Service) netip.Addr {
 // waits until every agent runs them.
 func (b *bench) setAgentArgs(t *testing.T, extra ...string) {
 	t.Helper()
-	ctx := t.Context()
-	dsets := b.c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem)
-	var ds *appsv1.DaemonSet
-	// The DaemonSet controller writes the object too: read again on a
-	// conflict.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var err error
-		if ds, err = dsets.Get(ctx, "groundcloud-agent", metav1.GetOptions{}); err != nil {
-			return err
-		}
-		ctr := &ds.Spec.Template.Spec.Containers[0]
-		if ds.Annotations["groundcloud.io/bench-base-args"] == "" {
-			if ds.Annotations == nil {
-				ds.Annotations = map[string]string{}
-			}
-			ds.Annotations["groundcloud.io/bench-base-args"] = strings.Join(ctr.Args, "\n")
-		}
-		args := strings.Split(ds.Annotations["groundcloud.io/bench-base-args"], "\n")
-		for _, e := range extra {
-			flag, _, _ := strings.Cut(e, "=")
-			args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
-		}
-		ctr.Args = append(args, extra...)
-		ds, err = dsets.Update(ctx, ds, metav1.UpdateOptions{})
-		return err
-	})
-	must(t, err)
-	generation := ds.Generation
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		ds, err = dsets.Get(ctx, "groundcloud-agent", metav1.GetOptions{})
-		must(t, err)
-		st := ds.Status
-		if st.ObservedGeneration >= generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
-			st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0 {
-			t.Logf("agents run with %s", strings.Join(extra, " "))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agents not rolled out with %v within 5 minutes: %+v", extra, st)
-		}
-		time.Sleep(time.Second)
-	}
+	setArgs(t, b.c, "DaemonSet", "groundcloud-agent", extra...)
 }
 
 // killAgent crashes the agent's container on load-balancer host i.

@@ -18,21 +18,29 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
+	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
 )
 
-// The scale topology: 100 Nodes, 3 of them real netns hosts running
-// nodesim; the other 97 are API objects whose inventory addresses are
-// secondary addresses of the real hosts, so that every backend answers
-// health checks and traffic like a node would.
+// The scale topology, on the real cluster (internal/cluster): 3 workers
+// with kubelet, containerd and kube-proxy carry the traffic (the sample
+// Services' Pods run on them), 1 dedicated load-balancer host (a Node too,
+// labelled and tainted as docs/install.md says) runs the agent, 2 late
+// workers join and leave for the node churn, and 97 more Nodes are API
+// objects with no kubelet: their inventory addresses are secondary
+// addresses of the 3 workers, where kube-proxy serves NodePorts and its
+// /healthz (nodePortAddresses covers the lab's subnet), so that every one
+// of the 100 backends answers health checks and traffic like a node.
 const (
 	scaleNodes     = 100
 	scaleRealNodes = 3
@@ -44,15 +52,17 @@ const (
 	// after moreWaitBudget.
 	moreCreateBudget = 210 * time.Second
 	moreWaitBudget   = 90 * time.Second
-	scaleSample      = 50    // of the first 1,000 Services, and as many of the more
-	scaleSamplePort  = 20000 // sample k has NodePort scaleSamplePort+k: the static band of 20000-32767, which automatic allocation avoids
+	scaleSample      = 50 // of the first 1,000 Services, and as many of the more
 	scaleWorkers     = 32
 	scaleNamespace   = "scale"
-	// ccmSecurePort serves the controller manager's profiles on 127.0.0.1
-	// of the root namespace.
-	ccmSecurePort = 10358
+	// scaleEcho is the Deployment behind the sampled Services: one Pod on
+	// each of the 3 workers.
+	scaleEcho = "scale-echo"
 	// apiNodeNet holds the 97 API nodes' addresses: 100.64.200.<n>.
 	apiNodeNet = "100.64.200."
+	// ccmPort is the controller manager's secure port (deploy/): its
+	// profiles, on its Pod's address.
+	ccmPort = 10258
 )
 
 var (
@@ -61,13 +71,16 @@ var (
 	// so the subnet is never routed on this machine; it is checked anyway.
 	scaleSubnet = netip.MustParsePrefix("100.64.0.0/16")
 	scalePool4  = "100.64.16.1-100.64.63.254"
+	// churnNodes are the late workers: one joins and leaves at 1,000
+	// Services, the other at 5,000.
+	churnNodes = [2]string{"node-4", "node-5"}
 )
 
 type scaleEnv struct {
-	*sandbox.Env
+	c    *cluster.Cluster
 	fast kubernetes.Interface // a client that is not rate-limited
 	dyn  dynamic.Interface
-	lb   *lab.Host
+	lb   *cluster.Node
 	cli  *lab.Host
 	// createdAt is when each Service's create call returned.
 	createdAt sync.Map
@@ -76,60 +89,62 @@ type scaleEnv struct {
 func startScaleEnv(t *testing.T) *scaleEnv {
 	t.Helper()
 	checkSubnetFree(t, scaleSubnet)
-	tools, err := testbed.ToolsDir(t.Context())
-	must(t, err)
-	var ports []uint16
-	for k := range 2 * scaleSample {
-		ports = append(ports, uint16(scaleSamplePort+k))
-	}
 	var machines strings.Builder
+	extra := map[string][]netip.Addr{}
 	for n := scaleRealNodes + 1; n <= scaleNodes; n++ {
 		fmt.Fprintf(&machines, "[Machine %q]\nzone = rack-2\ninstance-type = api-only\ninternal-ip = %s%d\n\n", apiNodeName(n), apiNodeNet, n)
+		worker := fmt.Sprintf("node-%d", n%scaleRealNodes+1)
+		extra[worker] = append(extra[worker], netip.MustParseAddr(fmt.Sprintf("%s%d", apiNodeNet, n)))
 	}
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
-		Dir:                t.TempDir(),
-		ToolsDir:           tools,
-		Binaries:           sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
-		Nodes:              scaleRealNodes,
-		LBHosts:            1,
-		Clients:            []string{"client"},
-		NodeSim:            sandbox.NodeSim{TCPPorts: ports},
-		Subnet4:            scaleSubnet,
-		Pool4:              scalePool4,
-		ExtraCloudConfig:   machines.String(),
-		ExtraAPIServerArgs: []string{"--service-node-port-range=20000-32767"},
-		// Heap profiles (see heapProfiles): the agent serves them on its
-		// metrics address inside its host; the controller manager on its
-		// secure port (upstream --profiling, on by default).
-		ExtraAgentArgs: []string{"--metrics-bind-address=127.0.0.1:10263", "--profiling"},
-		ExtraCCMArgs: []string{"--secure-port=" + fmt.Sprint(ccmSecurePort),
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*",
-			"--authentication-skip-lookup"}, // anonymous is enough for the paths above
-		AdminIdentity: true, // a benchmark of scale, not of permissions
-		Logf:          t.Logf,
+	c := cluster.StartT(t, cluster.Options{
+		Workers:          scaleRealNodes,
+		LBHosts:          1,
+		LateWorkers:      len(churnNodes),
+		Clients:          []string{"client"},
+		Subnet4:          scaleSubnet,
+		Pool4:            scalePool4,
+		ExtraCloudConfig: machines.String(),
+		ExtraAddresses:   extra,
+		// kube-proxy serves NodePorts (and answers health checks) on the
+		// API nodes' addresses too.
+		NodePortAddresses:  []string{scaleSubnet.String()},
+		ExtraAPIServerArgs: []string{"--service-node-port-range=20000-32767"}, // more than 5,000 node ports
 	})
-	must(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 40))
-			t.Logf("last lines of the agent:\n%s", testbed.LogTail(e.Agent(0).LogPath, 40))
-		}
-		saveLogs(t, map[string]string{"controller-manager": e.CCMLog(), "agent": e.Agent(0).LogPath})
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	cfg := e.CP.RESTConfig()
+	cfg := c.CP.RESTConfig()
 	cfg.QPS, cfg.Burst = 5000, 5000
 	fast, err := kubernetes.NewForConfig(cfg)
 	must(t, err)
 	dyn, err := dynamic.NewForConfig(cfg)
 	must(t, err)
-	s := &scaleEnv{Env: e, fast: fast, dyn: dyn, lb: e.LBs[0], cli: e.Clients["client"]}
-	s.addAPINodes(t)
+	s := &scaleEnv{c: c, fast: fast, dyn: dyn, lb: c.Node("lb-1"), cli: c.Clients["client"]}
+	t.Cleanup(func() { s.saveLogs(t) })
+	// The agent logs each sync's parts at --v=2 and serves profiles; the
+	// controller manager logs "Ensured LoadBalancer" at --v=2 and lets
+	// anyone read its profiles (a benchmark of scale, not of permissions).
+	setArgs(t, c, "DaemonSet", "groundcloud-agent", "--v=2", "--profiling")
+	setArgs(t, c, "Deployment", "groundcloud-controller-manager", "--v=2",
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof/*")
 	_, err = fast.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNamespace}}, metav1.CreateOptions{})
 	must(t, err)
+	s.deployEcho(t)
+	s.addAPINodes(t)
 	return s
+}
+
+// deployEcho runs groundcloud-echo on the 3 workers, behind every sampled
+// Service; it is ready before the API nodes exist, which would otherwise
+// be places to schedule its Pods that never run them.
+func (s *scaleEnv) deployEcho(t *testing.T) {
+	t.Helper()
+	d := s.c.EchoDeployment(scaleNamespace, scaleEcho, scaleRealNodes)
+	d.Spec.Template.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule,
+		NodeTaintsPolicy: ptr.To(v1.NodeInclusionPolicyHonor),
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": scaleEcho}},
+	}}
+	_, err := s.fast.AppsV1().Deployments(scaleNamespace).Create(t.Context(), d, metav1.CreateOptions{})
+	must(t, err)
+	must(t, s.c.WaitDeploymentReady(t.Context(), scaleNamespace, scaleEcho))
 }
 
 func apiNodeName(n int) string { return fmt.Sprintf("api-node-%03d", n) }
@@ -146,19 +161,13 @@ func checkSubnetFree(t *testing.T, p netip.Prefix) {
 	}
 }
 
-// addAPINodes gives the real node hosts the API nodes' addresses and
-// registers the API nodes as kubelet would, then waits until the
-// controller manager has initialised all of them.
+// addAPINodes registers the API nodes as kubelet would, keeps them Ready
+// as kubelet does (a Lease each in kube-node-lease, renewed every 10 s:
+// the node lifecycle controller's heartbeat) until the test ends, and
+// waits until the controller manager has initialised all of them.
 func (s *scaleEnv) addAPINodes(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
-	for n := scaleRealNodes + 1; n <= scaleNodes; n++ {
-		h := s.Nodes[n%scaleRealNodes]
-		out, err := h.Command(ctx, "ip", "address", "add", fmt.Sprintf("%s%d/16", apiNodeNet, n), "dev", h.Iface, "nodad").CombinedOutput()
-		if err != nil {
-			t.Fatalf("add address of %s to %s: %v: %s", apiNodeName(n), h.Name, err, out)
-		}
-	}
 	start := time.Now()
 	names := make([]string, 0, scaleNodes-scaleRealNodes)
 	for n := scaleRealNodes + 1; n <= scaleNodes; n++ {
@@ -167,10 +176,49 @@ func (s *scaleEnv) addAPINodes(t *testing.T) {
 	must(t, parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
 		return sandbox.RegisterNode(ctx, s.fast, names[i], v1.ConditionTrue)
 	}))
+	must(t, s.renewLeases(ctx, names))
+	hctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+			if err := s.renewLeases(hctx, names); err != nil && hctx.Err() == nil {
+				t.Logf("API nodes' leases: %v", err)
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done })
 	must(t, parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
 		return sandbox.WaitInitialised(ctx, s.fast, names[i])
 	}))
 	t.Logf("registered and initialised %d API nodes in %s", len(names), time.Since(start).Round(time.Millisecond))
+}
+
+// renewLeases creates or renews the named nodes' Leases.
+func (s *scaleEnv) renewLeases(ctx context.Context, names []string) error {
+	leases := s.fast.CoordinationV1().Leases(v1.NamespaceNodeLease)
+	return parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
+		now := metav1.NewMicroTime(time.Now())
+		l, err := leases.Get(ctx, names[i], metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: names[i]},
+				Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(names[i]), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
+			}, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		l.Spec.RenewTime = &now
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // parallel runs fn(0..n-1) on workers goroutines and returns the first error.
@@ -251,15 +299,22 @@ func (s *scaleEnv) createServicesUntil(ctx context.Context, from, to int, deadli
 
 func (s *scaleEnv) createService(ctx context.Context, i int) error {
 	{
-		port := v1.ServicePort{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}
-		if k, ok := isSample(i); ok {
-			port.NodePort = int32(scaleSamplePort + k)
+		port := v1.ServicePort{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(cluster.EchoLinesPort)} // a greeting, which the availability client waits for
+		// The sampled Services select the echo Pods; the others select
+		// none (kube-proxy rejects their connections).
+		app := scaleServiceName(i)
+		if _, ok := isSample(i); ok {
+			app = scaleEcho
 		}
 		svc := &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: scaleServiceName(i), Namespace: scaleNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: scaleServiceName(i), Namespace: scaleNamespace,
+				// Proxy forwarding, whose rules the benchmark reads (the
+				// bucket maps' node addresses), as in its runs before the
+				// real cluster; passthrough is the pool's default.
+				Annotations: map[string]string{"groundcloud.io/forwarding": "proxy"}},
 			Spec: v1.ServiceSpec{
 				Type:     v1.ServiceTypeLoadBalancer,
-				Selector: map[string]string{"app": scaleServiceName(i)},
+				Selector: map[string]string{"app": app},
 				Ports:    []v1.ServicePort{port},
 			},
 		}
@@ -326,7 +381,7 @@ func (s *scaleEnv) nft(ctx context.Context, args ...string) (string, error) {
 	// Listing the whole table takes seconds at thousands of Services.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	out, err := s.lb.Command(ctx, "nft", args...).Output()
+	out, err := s.lb.Host.Command(ctx, "nft", args...).Output()
 	if err != nil {
 		return "", fmt.Errorf("nft %s: %w", strings.Join(args, " "), err)
 	}
@@ -495,9 +550,10 @@ func (s *scaleEnv) cpuProfiles(t *testing.T, label string, after, span time.Dura
 	return s.profiles(t, label, fmt.Sprintf("profile?seconds=%d", int(span.Seconds())), "cpu", after, span+30*time.Second)
 }
 
-// profiles fetches /debug/pprof/<path> from the controller manager (its
-// secure port) and the agent (its metrics address inside its host) after
-// the given delay, each within timeout, into
+// profiles fetches /debug/pprof/<path> from the leading controller
+// manager (its secure port, on its Pod's address, from its node) and the
+// agent (its metrics address on its host's loopback) after the given
+// delay, each within timeout, into
 // <dir>/<label>-{controller-manager,agent}.<ext>; the returned function
 // waits for both.
 func (s *scaleEnv) profiles(t *testing.T, label, path, ext string, after, timeout time.Duration) (wait func()) {
@@ -509,17 +565,22 @@ func (s *scaleEnv) profiles(t *testing.T, label, path, ext string, after, timeou
 		t.Logf("profiles: %v", err)
 		return func() {}
 	}
-	ccm := &http.Client{Timeout: after + timeout, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the controller manager's self-signed serving certificate
-	}}
-	agent := s.lb.HTTPClient()
+	pod, _, err := s.ccmLeader(t.Context())
+	if err != nil {
+		t.Logf("profiles: %v", err)
+		return func() {}
+	}
+	ccm := s.c.Node(pod.Spec.NodeName).Host.HTTPClient()
+	ccm.Timeout = after + timeout
+	ccm.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // its self-signed serving certificate
+	agent := s.lb.Host.HTTPClient()
 	agent.Timeout = after + timeout
 	var wg sync.WaitGroup
 	for _, p := range []struct {
 		who, url string
 		c        *http.Client
 	}{
-		{"controller-manager", fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/%s", ccmSecurePort, path), ccm},
+		{"controller-manager", fmt.Sprintf("https://%s/debug/pprof/%s", net.JoinHostPort(pod.Status.PodIP, fmt.Sprint(ccmPort)), path), ccm},
 		{"agent", "http://127.0.0.1:10263/debug/pprof/" + path, agent},
 	} {
 		wg.Go(func() {
@@ -566,7 +627,7 @@ func saveLogs(t *testing.T, logs map[string]string) {
 // agentSyncs reads the agent's data-plane sync histogram from its
 // metrics address inside its host.
 func (s *scaleEnv) agentSyncs(ctx context.Context) (syncStats, error) {
-	c := s.lb.HTTPClient()
+	c := s.lb.Host.HTTPClient()
 	c.Timeout = 30 * time.Second
 	body, err := get(ctx, c, "http://127.0.0.1:10263/metrics")
 	if err != nil {

@@ -1,15 +1,14 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,8 +17,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/internal/cluster"
 )
 
 // scaleResult is everything TestScaleBenchmark measured.
@@ -56,8 +54,11 @@ type scaleResult struct {
 	moreAddressedN int           // of those, addressed within moreWaitBudget
 	moreAddressed  time.Duration
 	moreCPU        [2]time.Duration
-	footprint5000  [2]footprint
-	moreRuleset    time.Duration // until the agent's map held all 5,000
+	// moreKubeProxyCPU: the CPU of the kube-proxies of the 4 nodes with a
+	// kubelet (3 workers and the load-balancer host) for them, summed.
+	moreKubeProxyCPU time.Duration
+	footprint5000    [2]footprint
+	moreRuleset      time.Duration // until the agent's map held all 5,000
 	// moreSyncs are the agent's data-plane syncs while it created them.
 	moreSyncs syncStats
 }
@@ -77,9 +78,12 @@ type churnResult struct {
 	// initialised the Node (provider ID set, its taint gone), before which
 	// no agent takes it as a backend; 0 when removed or not seen.
 	initialised time.Duration
-	missed      int // chains that did not within churnWait (then ruleset is churnWait)
-	writes      writes
-	agentCPU    time.Duration // the agent's CPU from the change until the writes were still
+	// healthy: added, until its kube-proxy's /healthz answered 200 (the
+	// agent's health check of nodes for externalTrafficPolicy Cluster).
+	healthy  time.Duration
+	missed   int // chains that did not within churnWait (then ruleset is churnWait)
+	writes   writes
+	agentCPU time.Duration // the agent's CPU from the change until the writes were still
 }
 
 // TestScaleBenchmark measures the control plane at 1,000 and 5,000
@@ -97,10 +101,9 @@ func TestScaleBenchmark(t *testing.T) {
 	s.restartCCM(t, &r)
 	r.agentKill = s.restartAgent(t, "SIGKILL")
 	r.agentTerm = s.restartAgent(t, "SIGTERM")
-	churner := s.churnHost(t)
-	r.churn = churner.churn(t, s, scaleServices)
+	r.churn = s.churnHost(churnNodes[0]).churn(t, s, scaleServices)
 	s.more(t, &r)
-	r.churnMore = churner.churn(t, s, scaleServices+r.moreAddressedN)
+	r.churnMore = s.churnHost(churnNodes[1]).churn(t, s, scaleServices+r.moreAddressedN)
 	t.Logf("scale benchmark took %s", time.Since(began).Round(time.Second))
 	fmt.Println(r.line())
 	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
@@ -113,16 +116,43 @@ func TestScaleBenchmark(t *testing.T) {
 // profiles under label (none when label is empty; see heapProfiles).
 func (s *scaleEnv) footprints(t *testing.T, label string) [2]footprint {
 	t.Helper()
-	ccm, err := readFootprint(s.CCMPid())
+	ccmPid, err := s.ccmPid(t.Context())
 	must(t, err)
-	agent, err := readFootprint(s.Agent(0).Pid())
+	ccm, err := readFootprint(ccmPid)
 	must(t, err)
+	agent := s.agentFootprint(t)
 	t.Logf("footprint: controller manager RSS %s (peak %s) CPU %s; agent RSS %s (peak %s) CPU %s",
 		mib(ccm.RSS), mib(ccm.HWM), ccm.CPU, mib(agent.RSS), mib(agent.HWM), agent.CPU)
 	if label != "" {
 		s.heapProfiles(t, label)
 	}
 	return [2]footprint{ccm, agent}
+}
+
+func (s *scaleEnv) agentFootprint(t *testing.T) footprint {
+	t.Helper()
+	pid, err := s.agentPid(t.Context())
+	must(t, err)
+	f, err := readFootprint(pid)
+	must(t, err)
+	return f
+}
+
+// kubeProxyCPU is the CPU the kube-proxies of the nodes with a kubelet
+// have used since they started, summed.
+func (s *scaleEnv) kubeProxyCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var sum time.Duration
+	for _, n := range s.c.Nodes {
+		_, id, err := s.c.PodContainer(t.Context(), metav1.NamespaceSystem, "k8s-app=kube-proxy", n.Name)
+		must(t, err)
+		pid, err := n.ContainerPID(t.Context(), id)
+		must(t, err)
+		f, err := readFootprint(pid)
+		must(t, err)
+		sum += f.CPU
+	}
+	return sum
 }
 
 // scale creates 1,000 Services at once and measures time to address, to
@@ -172,8 +202,10 @@ func (s *scaleEnv) scale(t *testing.T, r *scaleResult) {
 	t.Logf("writes while creating %d services (quiet afterwards: %v): %s", scaleServices, quiet, r.scaleWrites)
 }
 
-// restartCCM restarts the controller manager with the Services in place.
-// It is steady when its log says the provider has ensured every Service
+// restartCCM crashes the leading controller manager (SIGKILL to its
+// container) with the Services in place: the other replica takes the
+// Lease once it expires, or the kubelet's restart of the crashed one does.
+// It is steady when the logs say the provider has ensured every Service
 // ("Ensured LoadBalancer", logged at -v=2 when EnsureLoadBalancer
 // returns). Not the EnsuredLoadBalancer Events: the upstream event
 // broadcaster drops Events beyond a queue of 1,000, both before writing
@@ -182,56 +214,30 @@ func (s *scaleEnv) restartCCM(t *testing.T, r *scaleResult) {
 	ctx := t.Context()
 	before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 	must(t, err)
+	pod, id, err := s.ccmLeader(ctx)
+	must(t, err)
+	ensured := newLogsCount(s.ccmLogs, `"Ensured LoadBalancer"`)
 	start := time.Now()
-	must(t, s.RestartCCM())
-	ensured := &logCount{path: s.CCMLog(), substr: `"Ensured LoadBalancer"`}
+	must(t, s.c.Node(pod.Spec.NodeName).KillContainer(ctx, id))
 	if !pollUntil(ctx, 100*time.Millisecond, 3*time.Minute, func() bool { return ensured.poll() >= scaleServices }) {
-		t.Fatalf("after the restart the controller manager logged only %d of %d services ensured within 3 minutes", ensured.n, scaleServices)
+		t.Fatalf("after the leader's crash the controller managers logged only %d of %d services ensured within 3 minutes", ensured.n, scaleServices)
 	}
 	r.ccmSteady = ensured.at.Sub(start)
 	after, quiet, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 	must(t, err)
 	r.ccmWrites, r.ccmQuiet = after.minus(before), quiet
-	t.Logf("controller manager restart: every service ensured after %s; writes %s", r.ccmSteady.Round(time.Millisecond), r.ccmWrites)
+	leader, _, err := s.ccmLeader(ctx)
+	must(t, err)
+	t.Logf("controller manager restart: %s crashed, %s leads; every service ensured after %s; writes %s",
+		pod.Name, leader.Name, r.ccmSteady.Round(time.Millisecond), r.ccmWrites)
 }
 
-// logCount counts the lines of a growing log file that contain substr,
-// reading only what was added since the last poll.
-type logCount struct {
-	path, substr string
-	off          int64
-	rest         []byte // an unfinished last line
-	n            int
-	at           time.Time // when n last grew
-}
-
-func (c *logCount) poll() int {
-	f, err := os.Open(c.path)
-	if err != nil {
-		return c.n
-	}
-	defer f.Close()
-	if _, err := f.Seek(c.off, io.SeekStart); err != nil {
-		return c.n
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return c.n
-	}
-	c.off += int64(len(data))
-	data = append(c.rest, data...)
-	end := bytes.LastIndexByte(data, '\n') + 1
-	c.rest = slices.Clone(data[end:])
-	if k := bytes.Count(data[:end], []byte(c.substr)); k > 0 {
-		c.n += k
-		c.at = time.Now()
-	}
-	return c.n
-}
-
-// restartAgent stops the agent (SIGKILL: it leaves its rules and
-// addresses; SIGTERM: it removes them) and starts it again, while a
-// client opens a connection to a sample VIP every 20 ms.
+// restartAgent stops the agent and the kubelet starts it again, while a
+// client opens a connection to a sample VIP every 20 ms. SIGKILL: its
+// container crashes (the rules and addresses stay in the kernel) and the
+// kubelet restarts it; SIGTERM: its Pod is deleted, as a rolling update
+// does (the agent removes its rules and addresses on the way out), and
+// the DaemonSet controller makes a new one.
 func (s *scaleEnv) restartAgent(t *testing.T, signal string) agentRestart {
 	ctx := t.Context()
 	res := agentRestart{signal: signal}
@@ -241,22 +247,31 @@ func (s *scaleEnv) restartAgent(t *testing.T, signal string) agentRestart {
 	defer c.Stop()
 	time.Sleep(time.Second)
 
+	pod, id, err := s.c.AgentContainer(ctx, s.lb.Name)
+	must(t, err)
+	pid, err := s.lb.ContainerPID(ctx, id)
+	must(t, err)
+	synced := newLogsCount(s.agentLogs, "Synced data plane")
 	stop := time.Now()
 	if signal == "SIGKILL" {
-		killGroup(t, s.Agent(0))
+		must(t, s.lb.KillContainer(ctx, id))
 	} else {
-		_ = s.Agent(0).Stop() // exits with an error status on SIGTERM or not; only the time matters
+		must(t, s.fast.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+		// Until the old agent has exited.
+		pollUntil(ctx, 10*time.Millisecond, time.Minute, func() bool { return syscall.Kill(pid, 0) != nil })
 		res.downtime = time.Since(stop)
 	}
-	started := time.Now()
-	must(t, s.StartAgent(ctx, 0))
-	p := s.Agent(0)
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := p.WaitForOutput(sctx, "Synced data plane"); err == nil {
-			res.synced = time.Since(started)
+		// The new agent's first sync, from the start of its container.
+		if pollUntil(sctx, 20*time.Millisecond, 3*time.Minute, func() bool { return synced.poll() > 0 }) {
+			if started, err := s.agentStarted(sctx); err == nil {
+				res.synced = synced.at.Sub(started)
+			} else {
+				t.Logf("%s: %v", signal, err)
+			}
 		}
 	})
 	if !pollUntil(ctx, 20*time.Millisecond, 3*time.Minute, func() bool { return s.servicePorts(ctx) >= scaleServices }) {
@@ -314,46 +329,32 @@ func (s *scaleEnv) sampleVIPs(t *testing.T) []netip.AddrPort {
 // churnWait bounds the wait for the agent's ruleset after a node change.
 const churnWait = 3 * time.Minute
 
-// churnHost is a real node host for the node churn: nodesim runs on it
-// and the inventory lists it, but no Node is registered yet.
+// churnHost is a late worker of the cluster for the node churn: its
+// machine is in the lab and in the inventory from the start; it joins
+// (containerd and kubelet start, the kubelet registers its Node) and later
+// leaves (it shuts down and its Node is deleted).
 type churnHost struct {
 	name string
-	host *lab.Host
+	node *cluster.Node
 }
 
-func (s *scaleEnv) churnHost(t *testing.T) *churnHost {
-	ctx := t.Context()
-	const name = "node-churn"
-	h, err := s.Lab.AddHost(ctx, name, lab.HostOptions{})
-	must(t, err)
-	var ports []string
-	for k := range 2 * scaleSample {
-		ports = append(ports, fmt.Sprint(scaleSamplePort+k))
-	}
-	p, err := h.Start(context.Background(), logFile(s.Opts.Dir, name+".log"), nodesimBinary,
-		"--name="+name, "--state-dir="+s.StateDir, "--tcp-ports="+joinComma(ports))
-	must(t, err)
-	t.Cleanup(func() { _ = p.Stop() })
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	must(t, p.WaitForOutput(wctx, "nodesim: ready"))
-	cancel()
-	// The inventory must know the machine for the node to get addresses.
-	cfg, err := os.ReadFile(s.CloudConfig)
-	must(t, err)
-	cfg = append(cfg, fmt.Sprintf("[Machine %q]\nzone = rack-1\ninstance-type = nodesim\ninternal-ip = %s\n\n", name, h.Addr4)...)
-	must(t, os.WriteFile(s.CloudConfig, cfg, 0o644))
-	time.Sleep(2 * time.Second) // --cloud-config-reload-interval=500ms
-	return &churnHost{name: name, host: h}
+func (s *scaleEnv) churnHost(name string) *churnHost {
+	return &churnHost{name: name, node: s.c.Node(name)}
 }
 
-// churn registers the host's Node and later deletes it, and measures when
+// churn joins the host's node and later takes it out, and measures when
 // the agent's ruleset reflects each (services chains DNAT to it: all of
 // them, then none), what each wrote to the apiserver (the LoadBalancer
-// objects do not list nodes: nothing but the Node itself) and the agent's
-// CPU for it.
+// objects do not list nodes: nothing but the Node and its kubelet's and
+// DaemonSets' objects) and the agent's CPU for it. A join is timed from
+// the kubelet's registration of the Node (polled every 20 ms), and split
+// at when the cloud-node controller initialised it and when its
+// kube-proxy first answered the agent's health check (/healthz on its
+// address): the agent takes no node before either.
 func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResult {
 	ctx := t.Context()
 	var out [2]churnResult
+	addr := c.node.Host.Addr4
 	for i, add := range []bool{true, false} {
 		before, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 		must(t, err)
@@ -364,47 +365,79 @@ func (c *churnHost) churn(t *testing.T, s *scaleEnv, services int) [2]churnResul
 		// every node owns a bucket of every map.
 		probe, err := s.bucketMapOf(ctx, scaleServiceName(0))
 		must(t, err)
-		cpu0, err := readFootprint(s.Agent(0).Pid())
-		must(t, err)
-		start := time.Now()
-		var initialised chan time.Duration
-		if add {
-			must(t, sandbox.RegisterNode(ctx, s.fast, c.name, "True"))
-			initialised = make(chan time.Duration, 1)
-			go func() { initialised <- c.untilInitialised(ctx, s, start) }()
-		} else {
-			must(t, s.fast.CoreV1().Nodes().Delete(ctx, c.name, metav1.DeleteOptions{}))
-		}
+		cpu0 := s.agentFootprint(t)
 		var res churnResult
+		var start time.Time
+		joined := make(chan error, 1)
+		if add {
+			go func() { joined <- s.c.Join(ctx, c.name) }()
+			if !pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
+				_, err := s.fast.CoreV1().Nodes().Get(ctx, c.name, metav1.GetOptions{})
+				return err == nil
+			}) {
+				t.Fatalf("node %s did not register within %s: %v", c.name, churnWait, <-joined)
+			}
+			start = time.Now()
+		} else {
+			start = time.Now()
+			must(t, s.c.Leave(ctx, c.name))
+			close(joined)
+		}
+		var initialised, healthy chan time.Duration
+		if add {
+			initialised, healthy = make(chan time.Duration, 1), make(chan time.Duration, 1)
+			go func() { initialised <- c.untilInitialised(ctx, s, start) }()
+			go func() { healthy <- c.untilHealthy(ctx, s, start) }()
+		}
 		want := 0
 		if add {
 			want = services
 		}
 		if !pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
-			has, err := s.mapHas(ctx, probe, c.host.Addr4)
+			has, err := s.mapHas(ctx, probe, addr)
 			return err == nil && has == add
 		}) {
 			t.Logf("node %s (added: %v): bucket map %s not changed after %s", c.name, add, probe, churnWait)
 		}
 		res.ruleset = time.Since(start)
-		if initialised != nil {
-			res.initialised = <-initialised
+		if add {
+			res.initialised, res.healthy = <-initialised, <-healthy
+			must(t, <-joined)
 		}
-		n, err := s.servicesWith(ctx, c.host.Addr4)
+		n, err := s.servicesWith(ctx, addr)
 		if err != nil || n != want {
 			res.missed = max(want-n, n-want)
 			t.Logf("node %s (added: %v): %d service ports DNAT to it once %s had changed, want %d (%v)", c.name, add, n, probe, want, err)
 		}
 		after, _, err := quiesce(ctx, s.fast, 3*time.Second, 2*time.Minute)
 		must(t, err)
-		cpu1, err := readFootprint(s.Agent(0).Pid())
-		must(t, err)
+		cpu1 := s.agentFootprint(t)
 		res.writes, res.agentCPU = after.minus(before), cpu1.CPU-cpu0.CPU
 		out[i] = res
-		t.Logf("node %s added=%v at %d services: initialised after %s; every bucket map of the agent after %s; agent CPU %s; writes %s",
-			c.name, add, services, res.initialised.Round(time.Millisecond), res.ruleset.Round(time.Millisecond), res.agentCPU, res.writes)
+		t.Logf("node %s added=%v at %d services: initialised after %s, kube-proxy healthy after %s; every bucket map of the agent after %s; agent CPU %s; writes %s",
+			c.name, add, services, res.initialised.Round(time.Millisecond), res.healthy.Round(time.Millisecond),
+			res.ruleset.Round(time.Millisecond), res.agentCPU, res.writes)
 	}
 	return out
+}
+
+// untilHealthy polls the node's kube-proxy /healthz from the
+// load-balancer host every 20 ms, as the agent's health check does, until
+// it answers 200, and returns the time since start (0 when not within
+// churnWait).
+func (c *churnHost) untilHealthy(ctx context.Context, s *scaleEnv, start time.Time) time.Duration {
+	hc := s.lb.Host.HTTPClient()
+	hc.Timeout = time.Second
+	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(c.node.Host.Addr4, 10256))
+	var at time.Duration
+	pollUntil(ctx, 20*time.Millisecond, churnWait, func() bool {
+		if _, err := get(ctx, hc, url); err != nil {
+			return false
+		}
+		at = time.Since(start)
+		return true
+	})
+	return at
 }
 
 // untilInitialised polls the churn host's Node every 20 ms until the
@@ -433,6 +466,7 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 		t.Fatal(err)
 	}
 	pre := s.footprints(t, "")
+	proxyPre := s.kubeProxyCPU(t)
 	w, err := watchAddresses(ctx, s.fast)
 	must(t, err)
 	defer w.stop()
@@ -487,6 +521,7 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 	for i := range 2 {
 		r.moreCPU[i] = r.footprint5000[i].CPU - pre[i].CPU
 	}
+	r.moreKubeProxyCPU = s.kubeProxyCPU(t) - proxyPre
 	t.Logf("%d more services (of %d planned): %d addressed after %s, the agent's map held them after %s (0: not within %s)",
 		n, scaleMore, k, r.moreAddressed.Round(time.Millisecond), r.moreRuleset.Round(time.Millisecond), moreWaitBudget)
 }

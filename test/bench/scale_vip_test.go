@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"io"
 	"net/netip"
 	"os"
@@ -21,28 +20,34 @@ import (
 // Samples whose address the log does not name are left out, and said.
 func (s *scaleEnv) splitAtVIP(t *testing.T, samples []sampled) (toVIP, fromVIP []time.Duration) {
 	t.Helper()
-	f, err := os.Open(s.Agent(0).LogPath)
-	if err != nil {
-		t.Logf("agent log: %v; samples not split", err)
-		return nil, nil
-	}
-	defer f.Close()
 	var ref time.Time
 	for _, x := range samples {
 		if x.done.After(ref) {
 			ref = x.done
 		}
 	}
-	adds, err := parseVIPAdds(f, ref)
-	if err != nil {
-		t.Logf("agent log: %v; samples not split", err)
-		return nil, nil
+	adds := map[netip.Addr][]time.Time{}
+	for _, path := range s.agentLogs() {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Logf("agent log: %v; samples not split", err)
+			return nil, nil
+		}
+		a, err := parseVIPAdds(f, ref)
+		f.Close()
+		if err != nil {
+			t.Logf("agent log %s: %v; samples not split", path, err)
+			return nil, nil
+		}
+		for ip, at := range a {
+			adds[ip] = append(adds[ip], at...)
+		}
 	}
 	missing := 0
 	for _, x := range samples {
 		var added time.Time
 		for _, a := range adds[x.ip] {
-			if !a.After(x.done) {
+			if !a.After(x.done) && a.After(added) {
 				added = a
 			}
 		}
@@ -69,16 +74,16 @@ var vipAddLine = regexp.MustCompile(`^I(\d{4} \d{2}:\d{2}:\d{2}\.\d{6})\s.*\] "A
 // the line more than a day after ref.
 func parseVIPAdds(r io.Reader, ref time.Time) (map[netip.Addr][]time.Time, error) {
 	out := map[netip.Addr][]time.Time{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20) // a first sync adds thousands
-	for sc.Scan() {
-		m := vipAddLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+	var bad error
+	err := logLines(r, func(line string) {
+		m := vipAddLine.FindStringSubmatch(line)
+		if m == nil || bad != nil {
+			return
 		}
 		at, err := time.ParseInLocation("2006 0102 15:04:05.000000", ref.Format("2006")+" "+m[1], time.Local)
 		if err != nil {
-			return nil, err
+			bad = err
+			return
 		}
 		if at.After(ref.Add(24 * time.Hour)) {
 			at = at.AddDate(-1, 0, 0)
@@ -86,12 +91,16 @@ func parseVIPAdds(r io.Reader, ref time.Time) (map[netip.Addr][]time.Time, error
 		for _, q := range strings.Split(m[2], ",") {
 			a, err := netip.ParseAddr(strings.Trim(q, `"`))
 			if err != nil {
-				return nil, err
+				bad = err
+				return
 			}
 			out[a] = append(out[a], at)
 		}
+	})
+	if bad != nil {
+		return nil, bad
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 func TestParseVIPAdds(t *testing.T) {
@@ -129,5 +138,19 @@ I1202 12:21:53.241192   12345 manager.go:241] "Added virtual IPs" logger="vip" h
 	}
 	if _, err := parseVIPAdds(strings.NewReader(`I1202 12:21:47.128943   1 m.go:1] "Added virtual IPs" addresses=["not-an-ip"]`+"\n"), ref); err == nil {
 		t.Error("an address that does not parse: no error")
+	}
+	// A container log as the kubelet writes it, a long line in two parts.
+	cri := `2026-12-02T12:21:47.200000000Z stderr F I1202 12:21:47.128943   1 manager.go:241] "Added virtual IPs" addresses=["192.0.2.7"]
+2026-12-02T12:21:48.200000000Z stderr P I1202 12:21:48.000000   1 manager.go:241] "Added virtual IPs" addresses=["192.0.2.8",
+2026-12-02T12:21:48.200000000Z stderr F "192.0.2.9"]
+`
+	got, err = parseVIPAdds(strings.NewReader(cri), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ip, want := range map[string]string{"192.0.2.7": "2026-12-02 12:21:47.128943", "192.0.2.8": "2026-12-02 12:21:48.000000", "192.0.2.9": "2026-12-02 12:21:48.000000"} {
+		if a := got[netip.MustParseAddr(ip)]; len(a) != 1 || !a[0].Equal(at(want)) {
+			t.Errorf("%s: got %v, want %s", ip, a, want)
+		}
 	}
 }

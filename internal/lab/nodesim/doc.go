@@ -20,10 +20,10 @@
 // connection on a node without an endpoint, where nodesim answers it and
 // names the node; TestCluster checks a new Local Service from its first
 // connection, both agents killed at once and the switch from Cluster to
-// Local by failures instead); the scale benchmark's 100 nodes. The
-// data-plane, failover and full-conntrack failover benchmarks run on the
-// real cluster, and so do
-// the failover tests: three hosts sharing an L2 pool's addresses (an
+// Local by failures instead). Every benchmark (data plane, failover,
+// full-conntrack failover, BGP, scale: its 3 traffic nodes are real
+// workers, and its 97 API-only Nodes' addresses are theirs) runs on the
+// real cluster, and so do the failover tests: three hosts sharing an L2 pool's addresses (an
 // owner's link down and back, the apiserver away) in TestBGP, split brains
 // between two hosts (an agent killed and kept dead, gossip cut) in
 // TestCluster.
