@@ -246,7 +246,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--allow-privileged=true", // kube-proxy
 			"--kubelet-preferred-address-types=InternalIP,Hostname",
 		}, c.Opts.ExtraAPIServerArgs...),
-		ControllerManager: &testbed.ControllerManagerOptions{ClusterCIDR: c.Opts.ClusterCIDR},
+		ControllerManager: &testbed.ControllerManagerOptions{ClusterCIDR: c.Opts.ClusterCIDR, ExtraArgs: c.Opts.ExtraControllerManagerArgs},
 		Scheduler:         true,
 		Logf:              c.Opts.Logf,
 		Started:           func(pid int) error { return joinCPUCgroup(cg, pid) },

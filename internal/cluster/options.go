@@ -67,6 +67,9 @@ type Options struct {
 	// ExtraAPIServerArgs are added to kube-apiserver's flags (a wider
 	// --service-node-port-range, say; see testbed.Options).
 	ExtraAPIServerArgs []string
+	// ExtraControllerManagerArgs are added to kube-controller-manager's
+	// flags (see testbed.ControllerManagerOptions).
+	ExtraControllerManagerArgs []string
 	// NodePortAddresses is kube-proxy's nodePortAddresses: CIDRs of the
 	// node addresses where it serves NodePorts, or "primary" (empty: its
 	// default, which in nftables mode is the node's primary addresses).

@@ -206,6 +206,14 @@ func (s *scaleEnv) saveLogs(t *testing.T) {
 			}
 		}
 	}
+	// The control plane's (kube-controller-manager's client throttling,
+	// say) and the kube-proxies', saved only.
+	for _, f := range s.c.CP.Logs() {
+		logs[strings.TrimSuffix(filepath.Base(f), ".log")] = f
+	}
+	for i, f := range s.containerLogs("kube-proxy", "kube-proxy") {
+		logs[fmt.Sprintf("kube-proxy-%d", i)] = f
+	}
 	saveLogs(t, logs)
 }
 

@@ -109,6 +109,13 @@ func startScaleEnv(t *testing.T) *scaleEnv {
 		// API nodes' addresses too.
 		NodePortAddresses:  []string{scaleSubnet.String()},
 		ExtraAPIServerArgs: []string{"--service-node-port-range=20000-32767"}, // more than 5,000 node ports
+		// kube-controller-manager's client as a cluster of thousands of
+		// Services needs it: at its defaults (20/s, bursts of 30) each of
+		// its controllers writes 20 objects a second, and the
+		// EndpointSlices that kube-proxy needs came up to 12 s (1,000
+		// Services) and 33 s (5,000) after the addresses (docs/install.md,
+		// Many Services).
+		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400"},
 	})
 	cfg := c.CP.RESTConfig()
 	cfg.QPS, cfg.Burst = 5000, 5000

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -127,14 +128,39 @@ type addressWatch struct {
 	at      map[string]time.Time
 	ip      map[string]string
 	waiters map[string]chan struct{}
-	stop    context.CancelFunc
+	// endpoints is when each Service first had a ready endpoint in an
+	// EndpointSlice (kube-controller-manager's), which kube-proxy needs to
+	// forward its NodePort to a Pod.
+	endpoints map[string]time.Time
+	stop      context.CancelFunc
 }
 
 func watchAddresses(ctx context.Context, c kubernetes.Interface) (*addressWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &addressWatch{at: map[string]time.Time{}, ip: map[string]string{}, waiters: map[string]chan struct{}{}, stop: cancel}
+	w := &addressWatch{at: map[string]time.Time{}, ip: map[string]string{}, waiters: map[string]chan struct{}{},
+		endpoints: map[string]time.Time{}, stop: cancel}
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(scaleNamespace))
 	inf := f.Core().V1().Services().Informer()
+	slices := f.Discovery().V1().EndpointSlices().Informer()
+	seeSlice := func(obj any) {
+		es, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return
+		}
+		for _, e := range es.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				w.sawEndpoints(es.Labels[discoveryv1.LabelServiceName])
+				return
+			}
+		}
+	}
+	if _, err := slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seeSlice,
+		UpdateFunc: func(_, cur any) { seeSlice(cur) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
 	see := func(obj any) {
 		if svc, ok := obj.(*v1.Service); ok && len(svc.Status.LoadBalancer.Ingress) > 0 {
 			w.saw(svc.Name, svc.Status.LoadBalancer.Ingress[0].IP)
@@ -148,9 +174,9 @@ func watchAddresses(ctx context.Context, c kubernetes.Interface) (*addressWatch,
 		return nil, err
 	}
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, slices.HasSynced) {
 		cancel()
-		return nil, fmt.Errorf("service informer did not sync")
+		return nil, fmt.Errorf("service and EndpointSlice informers did not sync")
 	}
 	return w, nil
 }
@@ -166,6 +192,22 @@ func (w *addressWatch) saw(name, ip string) {
 	if ch, ok := w.waiters[name]; ok {
 		close(ch)
 	}
+}
+
+func (w *addressWatch) sawEndpoints(name string) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.endpoints[name]; !ok && name != "" {
+		w.endpoints[name] = now
+	}
+}
+
+// endpointsAt is when name first had a ready endpoint (zero: not seen).
+func (w *addressWatch) endpointsAt(name string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.endpoints[name]
 }
 
 // wait returns when name got its address and which, or an error when ctx ends.

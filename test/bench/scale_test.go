@@ -32,9 +32,14 @@ type scaleResult struct {
 	// interface (its log): address to that, and that to first connection.
 	toVIP, fromVIP         []time.Duration
 	moreToVIP, moreFromVIP []time.Duration
-	scaleWrites            writes
-	scaleQuiet             bool
-	footprint1000          [2]footprint // controller manager, agent
+	// The same samples: how long after the address their endpoints came
+	// (kube-controller-manager's EndpointSlice), and from the later of the
+	// two to the first connection.
+	endpointsLate, readyToTraffic         []time.Duration
+	moreEndpointsLate, moreReadyToTraffic []time.Duration
+	scaleWrites                           writes
+	scaleQuiet                            bool
+	footprint1000                         [2]footprint // controller manager, agent
 
 	// Restart of the controller manager.
 	ccmWrites writes
@@ -190,6 +195,7 @@ func (s *scaleEnv) scale(t *testing.T, r *scaleResult) {
 	t.Logf("all %d services had an address %s after the first create", scaleServices, r.allAddressed.Round(time.Millisecond))
 	samples, sampleErrs := sample()
 	r.toTraffic = trafficTimes(samples)
+	r.readyToTraffic, r.endpointsLate = sinceReady(samples), endpointsLate(samples)
 	r.toVIP, r.fromVIP = s.splitAtVIP(t, samples)
 	if len(sampleErrs) > 0 {
 		t.Fatalf("%d of %d sampled services carried no traffic within 5 minutes; first: %v", len(sampleErrs), scaleSample, sampleErrs[0])
@@ -492,6 +498,7 @@ func (s *scaleEnv) more(t *testing.T, r *scaleResult) {
 		time.AfterFunc(moreWaitBudget, cancel)
 		samples, sampleErrs := sample()
 		r.moreToTraffic = trafficTimes(samples)
+		r.moreReadyToTraffic, r.moreEndpointsLate = sinceReady(samples), endpointsLate(samples)
 		r.moreToVIP, r.moreFromVIP = s.splitAtVIP(t, samples)
 		// Those never created (the budget) never got an address.
 		sampleErrs = slices.DeleteFunc(sampleErrs, func(err error) bool { return errors.Is(err, errNoAddress) })
@@ -535,6 +542,42 @@ var errNoAddress = errors.New("no address")
 type sampled struct {
 	ip       netip.Addr
 	at, done time.Time
+	// endpoints: when its EndpointSlice first had a ready endpoint (zero:
+	// not seen before the connection).
+	endpoints time.Time
+}
+
+// sinceReady returns, for each sample whose endpoints were seen, the time
+// from the later of its address and its endpoints to its first
+// connection: what is left once kube-controller-manager has written the
+// endpoints that kube-proxy needs.
+func sinceReady(samples []sampled) []time.Duration {
+	var out []time.Duration
+	for _, x := range samples {
+		if !x.endpoints.IsZero() {
+			out = append(out, x.done.Sub(later(x.at, x.endpoints)))
+		}
+	}
+	return out
+}
+
+// endpointsLate returns, for each sample whose endpoints were seen, how
+// long after its address they were (0 when before).
+func endpointsLate(samples []sampled) []time.Duration {
+	var out []time.Duration
+	for _, x := range samples {
+		if !x.endpoints.IsZero() {
+			out = append(out, max(0, x.endpoints.Sub(x.at)))
+		}
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // trafficTimes returns each sample's time from address to first connection.
@@ -575,7 +618,7 @@ func (s *scaleEnv) trafficSample(ctx context.Context, w *addressWatch, from, to 
 				errs = append(errs, err)
 				return
 			}
-			samples = append(samples, sampled{ip: addr, at: at, done: done})
+			samples = append(samples, sampled{ip: addr, at: at, done: done, endpoints: w.endpointsAt(scaleServiceName(i))})
 		})
 	}
 	return func() ([]sampled, []error) {
