@@ -77,23 +77,17 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 		if len(to) == 0 {
 			return
 		}
-		p := func(d []time.Duration) string {
-			return fmt.Sprintf("%s / %s / %s", seconds(percentile(d, 50)), seconds(percentile(d, 99)), seconds(percentile(d, 100)))
-		}
 		row(fmt.Sprintf("of which, for %d of them: address → the agent adds the VIP to its interface (its log); that → first connection (p50 / p99 / max each)", len(to)),
-			p(to)+"; "+p(from), "", "")
+			spread(to)+"; "+spread(from), "", "")
 	}
 	readyRows := func(late, ready []time.Duration) {
 		if len(ready) == 0 {
 			return
 		}
-		p := func(d []time.Duration) string {
-			return fmt.Sprintf("%s / %s / %s", seconds(percentile(d, 50)), seconds(percentile(d, 99)), seconds(percentile(d, 100)))
-		}
 		row(fmt.Sprintf("the same %d: how long after the address kube-controller-manager's EndpointSlice had a ready endpoint, which kube-proxy needs (0 when before; p50 / p99 / max)", len(ready)),
-			p(late), "", "")
+			spread(late), "", "")
 		row("the same: from the later of the address and the endpoints → first connection (p50 / p99 / max)",
-			p(ready), "p99 ≤ 1 s", verdict(percentile(ready, 99) <= goalToTraffic))
+			spread(ready), "p99 ≤ 1 s", verdict(percentile(ready, 99) <= goalToTraffic))
 	}
 	row(fmt.Sprintf("%d Services created at once: until every one has an address", scaleServices), seconds(r.allAddressed), "≤ 10 s", verdict(r.allAddressed <= goalAllAddressed))
 	row(fmt.Sprintf("of which the benchmark's own client creating the %d (32 workers, no client rate limit: the apiserver's pace)", scaleServices), seconds(r.created), "", "")
@@ -198,6 +192,11 @@ func scaleSection(t *testing.T, r *scaleResult) string {
 	}
 	b.WriteString("```\n")
 	return b.String()
+}
+
+// spread is "p50 / p99 / max" of d, in seconds.
+func spread(d []time.Duration) string {
+	return fmt.Sprintf("%s / %s / %s", seconds(percentile(d, 50)), seconds(percentile(d, 99)), seconds(percentile(d, 100)))
 }
 
 func perService(w writes) string {
