@@ -1,9 +1,11 @@
 package dataplane
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
@@ -38,8 +40,9 @@ var (
 )
 
 const (
-	labTCPNodePort = 30080
-	labUDPNodePort = 30053
+	labTCPNodePort  = 30080
+	labUDPNodePort  = 30053
+	labHoldNodePort = 30088
 )
 
 func labState() State {
@@ -82,10 +85,12 @@ func TestKernelDataPlane(t *testing.T) {
 	}})
 	addAddr(t, lb, netip.PrefixFrom(labVIP, 32)) // the VIPs, as the agent adds them
 	addAddr(t, lb, netip.PrefixFrom(labVIP6, 128))
+	nodes := map[string]*lab.Host{}
 	for _, node := range slices.Sorted(maps.Keys(labNodes)) {
 		ips := labNodes[node]
 		h := l.AddHostT(t, node, lab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
 		serve(t, h, labTCPNodePort, labUDPNodePort)
+		nodes[node] = h
 	}
 
 	var syncer *Syncer
@@ -222,6 +227,77 @@ func TestKernelDataPlane(t *testing.T) {
 			}
 			if r.node != first {
 				t.Errorf("port %d reached %s, port 41200 reached %s", sport, r.node, first)
+			}
+		}
+	})
+
+	t.Run("after a takeover the node may speak first on an established connection", func(t *testing.T) {
+		// A host that takes an address over has no conntrack entry for the
+		// flows through it (its agent deletes the address's entries before
+		// it adds the address). The first packet of such a flow it sees may
+		// come from the node (a keepalive probe, a server that pushes):
+		// to the VIP and the client's port, which no rule translates. Left to
+		// the host's own stack it is answered with a reset, which kills the
+		// connection; dropped, it is sent again after the client's next
+		// packet has made the entry.
+		accepted := make(chan net.Conn, 4)
+		for _, h := range nodes {
+			holdServer(t, h, labHoldNodePort, accepted)
+		}
+		st := state
+		st.Services = append(slices.Clone(state.Services), newService("lab/hold", withVIPs(labVIP.String(), labVIP6.String()),
+			withPort(TCP, 88, labHoldNodePort), withBackend("node-a", true, labNodes["node-a"]...), withBackend("node-b", true, labNodes["node-b"]...)))
+		sync(st)
+		defer sync(state)
+		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
+			var conn net.Conn
+			if err := client.Do(func() error {
+				var err error
+				conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(c.vip, 88).String(), 3*time.Second)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var server net.Conn
+			select {
+			case server = <-accepted:
+			case <-time.After(3 * time.Second):
+				t.Fatalf("%s: no node accepted the connection", c.vip)
+			}
+			defer server.Close()
+			exchange := func(from, to net.Conn, msg string) error {
+				if _, err := from.Write([]byte(msg + "\n")); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+				_ = to.SetReadDeadline(time.Now().Add(5 * time.Second))
+				line, err := bufio.NewReader(to).ReadString('\n')
+				if err != nil {
+					return fmt.Errorf("read: %w", err)
+				}
+				if line != msg+"\n" {
+					return fmt.Errorf("read %q, want %q", line, msg)
+				}
+				return nil
+			}
+			if err := exchange(conn, server, "hello"); err != nil {
+				t.Fatalf("%s: client to node: %v", c.vip, err)
+			}
+			// The takeover: this host's entries of the address go.
+			if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{c.vip}) }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := server.Write([]byte("pushed\n")); err != nil {
+				t.Fatalf("%s: the node's write: %v", c.vip, err)
+			}
+			time.Sleep(300 * time.Millisecond) // the node's first try reaches the host
+			if err := exchange(conn, server, "still there"); err != nil {
+				t.Errorf("%s: client to node after the node spoke first: %v", c.vip, err)
+				continue
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "pushed\n" {
+				t.Errorf("%s: the node's data after the takeover: %q, %v", c.vip, line, err)
 			}
 		}
 	})

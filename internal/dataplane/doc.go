@@ -54,7 +54,16 @@
 //     outside a service's source ranges via @firewall-ips and fw-<hash>-<name>;
 //   - filter-input, -forward and -output reject new flows to service ports
 //     without a healthy backend via @no-endpoint-services (TCP reset, ICMP
-//     port unreachable otherwise): reject is not allowed in the nat hooks.
+//     port unreachable otherwise): reject is not allowed in the nat hooks;
+//   - filter-input then drops the TCP and UDP packets for a proxy VIP
+//     (@proxy-vips) that no rule translated and conntrack does not know as
+//     established: to a port no service has, out of their flow's window,
+//     or the first packet from a node of a flow this host has no entry
+//     for, as after it took the address over (its agent deleted the
+//     address's entries). The host's own stack would answer those with a
+//     reset or a port unreachable and kill the flow at the node; dropped,
+//     the node sends it again after the client's next packet has made the
+//     entry.
 //
 // For one service with a source range and one without a healthy backend,
 // `nft list table ip groundcloud` prints (the bucket maps shortened):
@@ -82,6 +91,12 @@
 //			elements = { 192.0.2.100 . udp . 53 : goto reject-chain }
 //		}
 //
+//		map proxy-vips {
+//			type ipv4_addr : verdict
+//			comment "VIPs forwarded in proxy mode: what no rule translated for them is dropped"
+//			elements = { 192.0.2.100 : drop }
+//		}
+//
 //		map service-ports {
 //			type ipv4_addr . inet_proto . inet_service : verdict
 //			comment "VIP . protocol . port to the chain that picks a backend"
@@ -103,6 +118,7 @@
 //		chain filter-input {
 //			type filter hook input priority -110; policy accept;
 //			ct state new jump service-endpoints-check
+//			ct state invalid,new meta l4proto { tcp, udp } ip daddr vmap @proxy-vips
 //		}
 //
 //		chain filter-output {

@@ -61,6 +61,30 @@ func serve(t *testing.T, h *lab.Host, tcpPort, udpPort int) {
 	}()
 }
 
+// holdServer accepts TCP connections on port in h (IPv4 and IPv6) and
+// hands them to the test, which keeps them open.
+func holdServer(t *testing.T, h *lab.Host, port int, accepted chan<- net.Conn) {
+	t.Helper()
+	var ln net.Listener
+	if err := h.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatalf("server in %s: %v", h.Name, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+}
+
 // reply is what a node's server answered: its name and the client address it
 // saw.
 type reply struct {

@@ -27,6 +27,7 @@ const (
 	mapNoEndpoints   = "no-endpoint-services"
 	mapVIPSNAT       = "vip-snat"
 	mapNodePorts     = "node-ports"
+	mapProxyVIPs     = "proxy-vips"
 	maxReadableChars = 200 // of a service name in a chain name; nft allows 255
 )
 

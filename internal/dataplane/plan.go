@@ -63,7 +63,15 @@ func skeleton(f family) *Table {
 	t.addBaseChain(chainFilterPrerouting, knftables.FilterType, knftables.PreroutingHook, filterPrio,
 		newConn+"jump "+chainFirewallCheck)
 	t.addBaseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, filterPrio,
-		newConn+"jump "+chainEndpointsCheck)
+		newConn+"jump "+chainEndpointsCheck,
+		// What reaches this host's own stack for a proxy VIP is a packet no
+		// rule translated: to a port no Service has, out of its flow's TCP
+		// window, or the first packet from a node of a flow this host has no
+		// entry for (it took the address over). The stack would answer it
+		// with a reset or a port unreachable, which kills the flow at the
+		// node; dropped, it is sent again once the client's next packet has
+		// made the entry (docs/packet-path.md, "After a failover").
+		"ct state new,invalid meta l4proto { tcp, udp } "+f.ip+" daddr vmap @"+mapProxyVIPs)
 	t.addBaseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, filterPrio,
 		newConn+"jump "+chainEndpointsCheck)
 	t.addBaseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, filterPrio,
@@ -86,6 +94,7 @@ func skeleton(f family) *Table {
 	t.addMap(mapFirewallIPs, frontendType, "VIP . protocol . port to the chain that drops disallowed sources")
 	t.addMap(mapNoEndpoints, frontendType, "VIP . protocol . port of services without a healthy backend")
 	t.addMap(mapVIPSNAT, f.addrType+" : "+f.addrType, "VIP to the source address of packets forwarded for it")
+	t.addMap(mapProxyVIPs, f.addrType+" : verdict", "VIPs forwarded in proxy mode: what no rule translated for them is dropped")
 	t.addMap(mapNodePorts, f.addrType+" . inet_proto . inet_service : inet_service",
 		"VIP . protocol . port to the NodePort of a service of a bucket group")
 	return t
@@ -264,6 +273,7 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 			t.addElementText(mapNoEndpoints, text.joined, text.key, gotoReject)
 		}
 		t.addElementText(mapVIPSNAT, text.key[0], text.vip, text.vip)
+		t.addElementText(mapProxyVIPs, text.key[0], text.vip, verdictDrop)
 		if fe.port.Protocol == UDP && reachable {
 			for _, c := range index {
 				if c == 0 {

@@ -151,6 +151,9 @@ func (t *Table) addElementText(mapName, joined string, key, value []string) {
 // gotoReject is no-endpoints' verdict, shared by its elements.
 var gotoReject = []string{"goto " + chainReject}
 
+// verdictDrop is proxy-vips' verdict, shared by its elements.
+var verdictDrop = []string{"drop"}
+
 func (c *Chain) equal(o *Chain) bool {
 	return (c.Base == nil) == (o.Base == nil) && (c.Base == nil || *c.Base == *o.Base) && slices.Equal(c.Rules, o.Rules)
 }

@@ -172,9 +172,11 @@ func (tr *tracer) hooks(table *knftables.FakeTable, fam knftables.Family, f *flo
 }
 
 var (
-	reCtStateNew   = regexp.MustCompile(`^ct state new\s*`)
+	reCtStateNew   = regexp.MustCompile(`^ct state new(,invalid)?\s*`)
 	reCtStatusDNAT = regexp.MustCompile(`^ct status dnat\s*`)
 	reL4Proto      = regexp.MustCompile(`^meta l4proto (\w+)\s*`)
+	reL4ProtoSet   = regexp.MustCompile(`^meta l4proto \{ ([^}]*) \}\s*`)
+	reDaddrVmap    = regexp.MustCompile(`^(ip6?) daddr vmap @(\S+)\s*`)
 	reDispatch     = regexp.MustCompile(`^(ip6?) daddr \. meta l4proto \. th dport vmap @(\S+)\s*`)
 	reSaddrNotIn   = regexp.MustCompile(`^(ip6?) saddr != \{ ([^}]*) \}\s*`)
 	reJump         = regexp.MustCompile(`^(jump|goto) (\S+)\s*`)
@@ -217,6 +219,16 @@ func (tr *tracer) rule(table *knftables.FakeTable, f *flow, rule string, depth i
 			if m[1] != f.proto {
 				return "", false
 			}
+		case match(reL4ProtoSet, &rest, &m):
+			if !slices.Contains(strings.Split(m[1], ", "), f.proto) {
+				return "", false
+			}
+		case match(reDaddrVmap, &rest, &m):
+			target := tr.lookup(table, m[2], f.dst.String())
+			if target == "" {
+				return "", false
+			}
+			rest = target + " " + rest
 		case match(reDispatch, &rest, &m):
 			target := tr.lookup(table, m[2], f.dst.String(), f.proto, strconv.Itoa(int(f.dport)))
 			if target == "" {

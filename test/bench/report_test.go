@@ -156,9 +156,11 @@ const method = `
   have a conntrack entry from the last time it held the address, for the
   same client address and port (a short connection from an earlier trial,
   in TIME_WAIT for 120 s). A packet of the live connection arriving in
-  mid-stream then matches that entry, falls out of its TCP window, is left
-  untranslated and is reset by the host's own stack. groundcloud's agent
-  deletes the conntrack entries of an address before it takes it over;
+  mid-stream then matches that entry, falls out of its TCP window and is
+  left untranslated: the agent drops it (before 2026-12-03 the host's own
+  stack reset it), and the connection stalls until the stale entry is
+  gone. groundcloud's agent deletes the conntrack entries of an address
+  before it takes it over;
   with keepalived the agents do not know when the address moves
   (` + "`--vip-ownership=none`" + `), so the stale entries stay.
 - Reproduce: ` + "`make bench`" + ` (as root; installs keepalived when missing;
