@@ -241,12 +241,15 @@ func TestKernelDataPlane(t *testing.T) {
 		// connection; dropped, it is sent again after the client's next
 		// packet has made the entry.
 		accepted := make(chan net.Conn, 4)
+		received := make(chan datagram, 16)
 		for _, h := range nodes {
 			holdServer(t, h, labHoldNodePort, accepted)
+			holdUDPServer(t, h, labHoldNodePort, received)
 		}
 		st := state
 		st.Services = append(slices.Clone(state.Services), newService("lab/hold", withVIPs(labVIP.String(), labVIP6.String()),
-			withPort(TCP, 88, labHoldNodePort), withBackend("node-a", true, labNodes["node-a"]...), withBackend("node-b", true, labNodes["node-b"]...)))
+			withPort(TCP, 88, labHoldNodePort), withPort(UDP, 88, labHoldNodePort),
+			withBackend("node-a", true, labNodes["node-a"]...), withBackend("node-b", true, labNodes["node-b"]...)))
 		sync(st)
 		defer sync(state)
 		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
@@ -298,6 +301,50 @@ func TestKernelDataPlane(t *testing.T) {
 			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "pushed\n" {
 				t.Errorf("%s: the node's data after the takeover: %q, %v", c.vip, line, err)
+			}
+
+			// UDP: the node's datagram is lost either way; answered by the
+			// host with a port unreachable, it also left an entry that made
+			// the client's next datagram leave with another source port, a
+			// new flow to the node.
+			u := newUDPClient(t, client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 88))
+			receive := func(what string) datagram {
+				t.Helper()
+				select {
+				case d := <-received:
+					return d
+				case <-time.After(3 * time.Second):
+					t.Fatalf("%s: no node received %s", c.vip, what)
+				}
+				return datagram{}
+			}
+			if _, err := u.c.Write([]byte("first")); err != nil {
+				t.Fatal(err)
+			}
+			first := receive("the first datagram")
+			if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{c.vip}) }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := first.pc.WriteTo([]byte("pushed"), first.from); err != nil {
+				t.Fatalf("%s: the node's datagram: %v", c.vip, err)
+			}
+			time.Sleep(100 * time.Millisecond) // the node's datagram reaches the host
+			if _, err := u.c.Write([]byte("second")); err != nil {
+				t.Fatal(err)
+			}
+			second := receive("the second datagram")
+			if second.node != first.node || second.from.String() != first.from.String() {
+				t.Errorf("%s: the client's datagram after the node's reached %s from %s, the first reached %s from %s: another flow",
+					c.vip, second.node, second.from, first.node, first.from)
+				continue
+			}
+			if _, err := second.pc.WriteTo([]byte("answer"), second.from); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			_ = u.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if n, err := u.c.Read(buf); err != nil || string(buf[:n]) != "answer" {
+				t.Errorf("%s: the node's answer after the takeover: %q, %v", c.vip, buf[:n], err)
 			}
 		}
 	})

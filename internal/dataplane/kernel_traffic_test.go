@@ -85,6 +85,39 @@ func holdServer(t *testing.T, h *lab.Host, port int, accepted chan<- net.Conn) {
 	}()
 }
 
+// datagram is one UDP datagram a node received.
+type datagram struct {
+	node string
+	pc   net.PacketConn
+	from net.Addr
+	data string
+}
+
+// holdUDPServer receives UDP datagrams on port in h (IPv4 and IPv6) and
+// hands them to the test, which may answer from the same socket later.
+func holdUDPServer(t *testing.T, h *lab.Host, port int, received chan<- datagram) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := h.Do(func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatalf("UDP server in %s: %v", h.Name, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			received <- datagram{node: h.Name, pc: pc, from: from, data: string(buf[:n])}
+		}
+	}()
+}
+
 // reply is what a node's server answered: its name and the client address it
 // saw.
 type reply struct {
