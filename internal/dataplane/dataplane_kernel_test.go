@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net"
 	"net/netip"
@@ -231,15 +230,15 @@ func TestKernelDataPlane(t *testing.T) {
 		}
 	})
 
-	t.Run("after a takeover the node may speak first on an established connection", func(t *testing.T) {
+	t.Run("after a takeover the node may speak first", func(t *testing.T) {
 		// A host that takes an address over has no conntrack entry for the
 		// flows through it (its agent deletes the address's entries before
 		// it adds the address). The first packet of such a flow it sees may
-		// come from the node (a keepalive probe, a server that pushes):
-		// to the VIP and the client's port, which no rule translates. Left to
-		// the host's own stack it is answered with a reset, which kills the
-		// connection; dropped, it is sent again after the client's next
-		// packet has made the entry.
+		// come from the node (a keepalive probe, a server that pushes, a UDP
+		// answer): to the VIP and the client's port, which no rule
+		// translates. The host's own stack would answer it with a reset or
+		// a port unreachable; dropped, TCP sends it again after the
+		// client's next packet has made the entry.
 		accepted := make(chan net.Conn, 4)
 		received := make(chan datagram, 16)
 		for _, h := range nodes {
@@ -252,101 +251,98 @@ func TestKernelDataPlane(t *testing.T) {
 			withBackend("node-a", true, labNodes["node-a"]...), withBackend("node-b", true, labNodes["node-b"]...)))
 		sync(st)
 		defer sync(state)
-		for _, c := range []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}} {
-			var conn net.Conn
-			if err := client.Do(func() error {
-				var err error
-				conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(c.vip, 88).String(), 3*time.Second)
-				return err
-			}); err != nil {
+		takeover := func(t *testing.T, vip netip.Addr) {
+			t.Helper()
+			if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{vip}) }); err != nil {
 				t.Fatal(err)
 			}
-			defer conn.Close()
-			var server net.Conn
-			select {
-			case server = <-accepted:
-			case <-time.After(3 * time.Second):
-				t.Fatalf("%s: no node accepted the connection", c.vip)
-			}
-			defer server.Close()
-			exchange := func(from, to net.Conn, msg string) error {
-				if _, err := from.Write([]byte(msg + "\n")); err != nil {
-					return fmt.Errorf("write: %w", err)
-				}
-				_ = to.SetReadDeadline(time.Now().Add(5 * time.Second))
-				line, err := bufio.NewReader(to).ReadString('\n')
-				if err != nil {
-					return fmt.Errorf("read: %w", err)
-				}
-				if line != msg+"\n" {
-					return fmt.Errorf("read %q, want %q", line, msg)
-				}
-				return nil
-			}
-			if err := exchange(conn, server, "hello"); err != nil {
-				t.Fatalf("%s: client to node: %v", c.vip, err)
-			}
-			// The takeover: this host's entries of the address go.
-			if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{c.vip}) }); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := server.Write([]byte("pushed\n")); err != nil {
-				t.Fatalf("%s: the node's write: %v", c.vip, err)
-			}
-			time.Sleep(300 * time.Millisecond) // the node's first try reaches the host
-			if err := exchange(conn, server, "still there"); err != nil {
-				t.Errorf("%s: client to node after the node spoke first: %v", c.vip, err)
-				continue
-			}
-			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "pushed\n" {
-				t.Errorf("%s: the node's data after the takeover: %q, %v", c.vip, line, err)
-			}
+		}
+		families := []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}}
 
-			// UDP: the node's datagram is lost either way; answered by the
-			// host with a port unreachable, it also left an entry that made
-			// the client's next datagram leave with another source port, a
-			// new flow to the node.
-			u := newUDPClient(t, client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 88))
-			receive := func(what string) datagram {
+		t.Run("TCP: the connection lives on", func(t *testing.T) {
+			for _, c := range families {
+				var conn net.Conn
+				if err := client.Do(func() error {
+					var err error
+					conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(c.vip, 88).String(), 3*time.Second)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var server net.Conn
+				select {
+				case server = <-accepted:
+				case <-time.After(3 * time.Second):
+					t.Fatalf("%s: no node accepted the connection", c.vip)
+				}
+				defer server.Close()
+				if err := sendLine(conn, server, "hello"); err != nil {
+					t.Fatalf("%s: client to node: %v", c.vip, err)
+				}
+				takeover(t, c.vip)
+				if _, err := server.Write([]byte("pushed\n")); err != nil {
+					t.Fatalf("%s: the node's write: %v", c.vip, err)
+				}
+				time.Sleep(300 * time.Millisecond) // the node's first try reaches the host
+				if err := sendLine(conn, server, "still there"); err != nil {
+					t.Errorf("%s: client to node after the node spoke first: %v", c.vip, err)
+					continue
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "pushed\n" {
+					t.Errorf("%s: the node's data after the takeover: %q, %v", c.vip, line, err)
+				}
+			}
+		})
+
+		// The node's datagram is lost either way; answered by the host with a
+		// port unreachable, it also left an entry that made the client's next
+		// datagram leave with another source port: a new flow at the node.
+		t.Run("UDP: the flow keeps its node and port", func(t *testing.T) {
+			receive := func(t *testing.T, want string) datagram {
 				t.Helper()
 				select {
 				case d := <-received:
+					if d.data != want {
+						t.Fatalf("%s received %q, want %q", d.node, d.data, want)
+					}
 					return d
 				case <-time.After(3 * time.Second):
-					t.Fatalf("%s: no node received %s", c.vip, what)
+					t.Fatalf("no node received %q", want)
 				}
 				return datagram{}
 			}
-			if _, err := u.c.Write([]byte("first")); err != nil {
-				t.Fatal(err)
+			for _, c := range families {
+				u := newUDPClient(t, client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 88))
+				if _, err := u.c.Write([]byte("first")); err != nil {
+					t.Fatal(err)
+				}
+				first := receive(t, "first")
+				takeover(t, c.vip)
+				if _, err := first.pc.WriteTo([]byte("pushed"), first.from); err != nil {
+					t.Fatalf("%s: the node's datagram: %v", c.vip, err)
+				}
+				time.Sleep(100 * time.Millisecond) // the node's datagram reaches the host
+				if _, err := u.c.Write([]byte("second")); err != nil {
+					t.Fatal(err)
+				}
+				second := receive(t, "second")
+				if second.node != first.node || second.from.String() != first.from.String() {
+					t.Errorf("%s: the client's datagram after the node's reached %s from %s, the first reached %s from %s: another flow",
+						c.vip, second.node, second.from, first.node, first.from)
+					continue
+				}
+				if _, err := second.pc.WriteTo([]byte("answer"), second.from); err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, 64)
+				_ = u.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				if n, err := u.c.Read(buf); err != nil || string(buf[:n]) != "answer" {
+					t.Errorf("%s: the node's answer after the takeover: %q, %v", c.vip, buf[:n], err)
+				}
 			}
-			first := receive("the first datagram")
-			if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{c.vip}) }); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := first.pc.WriteTo([]byte("pushed"), first.from); err != nil {
-				t.Fatalf("%s: the node's datagram: %v", c.vip, err)
-			}
-			time.Sleep(100 * time.Millisecond) // the node's datagram reaches the host
-			if _, err := u.c.Write([]byte("second")); err != nil {
-				t.Fatal(err)
-			}
-			second := receive("the second datagram")
-			if second.node != first.node || second.from.String() != first.from.String() {
-				t.Errorf("%s: the client's datagram after the node's reached %s from %s, the first reached %s from %s: another flow",
-					c.vip, second.node, second.from, first.node, first.from)
-				continue
-			}
-			if _, err := second.pc.WriteTo([]byte("answer"), second.from); err != nil {
-				t.Fatal(err)
-			}
-			buf := make([]byte, 64)
-			_ = u.c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			if n, err := u.c.Read(buf); err != nil || string(buf[:n]) != "answer" {
-				t.Errorf("%s: the node's answer after the takeover: %q, %v", c.vip, buf[:n], err)
-			}
-		}
+		})
 	})
 
 	t.Run("a source outside the ranges is dropped", func(t *testing.T) {

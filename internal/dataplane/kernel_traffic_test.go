@@ -85,6 +85,22 @@ func holdServer(t *testing.T, h *lab.Host, port int, accepted chan<- net.Conn) {
 	}()
 }
 
+// sendLine writes msg and a newline to from and reads the line at to.
+func sendLine(from, to net.Conn, msg string) error {
+	if _, err := from.Write([]byte(msg + "\n")); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	_ = to.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(to).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if line != msg+"\n" {
+		return fmt.Errorf("read %q, want %q", line, msg)
+	}
+	return nil
+}
+
 // datagram is one UDP datagram a node received.
 type datagram struct {
 	node string
