@@ -3,7 +3,7 @@
 # missing, from Debian's packages: nftables (nft) and iproute2 (ip); and for
 # the real cluster's nodes containerd (containerd, ctr), runc and the CNI
 # plugins (containernetworking-plugins, in /usr/lib/cni); and for the BGP
-# tests a real router, FRR (zebra, bgpd and vtysh; internal/frr runs them
+# tests a real router, FRR (zebra, bgpd and vtysh; test/framework/frr runs them
 # in a lab host with a directory of their own).
 #
 # Debian's containerd and frr packages enable and start their services in

@@ -10,6 +10,7 @@ fi
 # The tool modules beside the control-plane tools (hack/tools/build-module.sh).
 tool_modules=$(cd hack/tools && for m in */go.mod; do echo "hack/tools/${m%/go.mod}"; done)
 go vet ./...
+hack/check-layout.sh
 for dir in hack/tools $tool_modules; do
   # A module that only pins a tool (helm) has no packages of its own.
   (cd "$dir" && if [ -n "$(go list ./... 2>/dev/null)" ]; then go vet ./...; fi)

@@ -14,7 +14,7 @@ fi
 GROUNDCLOUD_TOOLS_BIN=$(hack/tools/build.sh)
 export GROUNDCLOUD_TOOLS_BIN
 # Built here, before the tests' timeouts start; the tests then only look
-# them up (testbed.ModuleTool).
+# them up (controlplane.ModuleTool).
 hack/tools/build-module.sh helm >/dev/null
 hack/tools/build-module.sh promcheck >/dev/null
 # -p 1: end-to-end and kernel tests each start processes and namespaces;

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // ctBackground is how many unrelated entries fill the table in the tests
@@ -105,14 +105,14 @@ func listEntries(h *netlink.Handle) (map[ctEntry]bool, error) {
 // and the entries of the test.
 type ctLab struct {
 	t    *testing.T
-	host *lab.Host
+	host *netlab.Host
 }
 
 func newCTLab(t *testing.T) *ctLab { return newCTLabN(t, ctBackground) }
 
 func newCTLabN(t *testing.T, background int) *ctLab {
-	l := lab.NewT(t, lab.Options{}) // skips with -short or without root
-	c := &ctLab{t: t, host: l.AddHostT(t, "ct", lab.HostOptions{})}
+	l := netlab.NewT(t, netlab.Options{}) // skips with -short or without root
+	c := &ctLab{t: t, host: l.AddHostT(t, "ct", netlab.HostOptions{})}
 	c.create(backgroundEntries(background))
 	return c
 }

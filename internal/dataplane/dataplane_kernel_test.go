@@ -19,10 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
-// The kernel lab: one L2 segment (internal/lab's bridge) with a client, a
+// The kernel lab: one L2 segment (test/framework/netlab's bridge) with a client, a
 // load-balancer host holding the VIPs and running the real Syncer with the
 // real nft, and two nodes answering on their NodePorts.
 var (
@@ -74,20 +74,20 @@ func TestKernelDataPlane(t *testing.T) {
 			t.Skipf("kernel test: no %s binary", bin)
 		}
 	}
-	l := lab.NewT(t, lab.Options{Subnet6: labSubnet6}) // skips with -short or without root
-	client := l.AddHostT(t, "client", lab.HostOptions{Addr4: labClient, Addr6: labClient6})
+	l := netlab.NewT(t, netlab.Options{Subnet6: labSubnet6}) // skips with -short or without root
+	client := l.AddHostT(t, "client", netlab.HostOptions{Addr4: labClient, Addr6: labClient6})
 	addAddr(t, client, netip.PrefixFrom(labClientBad, 24))
 	addAddr(t, client, netip.PrefixFrom(labClientBad6, 64))
-	lb := l.AddHostT(t, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6, Forwarding: true, Sysctls: map[string]string{
+	lb := l.AddHostT(t, "lb", netlab.HostOptions{Addr4: labLB, Addr6: labLB6, Forwarding: true, Sysctls: map[string]string{
 		"net.ipv4.conf.all.send_redirects":  "0",
 		"net.ipv4.conf.eth0.send_redirects": "0",
 	}})
 	addAddr(t, lb, netip.PrefixFrom(labVIP, 32)) // the VIPs, as the agent adds them
 	addAddr(t, lb, netip.PrefixFrom(labVIP6, 128))
-	nodes := map[string]*lab.Host{}
+	nodes := map[string]*netlab.Host{}
 	for _, node := range slices.Sorted(maps.Keys(labNodes)) {
 		ips := labNodes[node]
-		h := l.AddHostT(t, node, lab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
+		h := l.AddHostT(t, node, netlab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
 		serve(t, h, labTCPNodePort, labUDPNodePort)
 		nodes[node] = h
 	}
@@ -515,13 +515,13 @@ func TestKernelDataPlane(t *testing.T) {
 }
 
 // nft runs the nft binary in h.
-func nft(t *testing.T, h *lab.Host, args ...string) string {
+func nft(t *testing.T, h *netlab.Host, args ...string) string {
 	t.Helper()
 	return runIn(t, h, "nft", args...)
 }
 
 // addAddr adds an address to h's link beside the one the lab gave it.
-func addAddr(t *testing.T, h *lab.Host, p netip.Prefix) {
+func addAddr(t *testing.T, h *netlab.Host, p netip.Prefix) {
 	t.Helper()
 	args := []string{"addr", "add", p.String(), "dev", h.Iface}
 	if p.Addr().Is6() {
@@ -531,7 +531,7 @@ func addAddr(t *testing.T, h *lab.Host, p netip.Prefix) {
 }
 
 // runIn runs a command in h's namespace and returns its standard output.
-func runIn(t *testing.T, h *lab.Host, name string, args ...string) string {
+func runIn(t *testing.T, h *netlab.Host, name string, args ...string) string {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd := h.Command(t.Context(), name, args...)
@@ -550,8 +550,8 @@ func TestKernelBatchedBucketElements(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("kernel test: no nft binary")
 	}
-	l := lab.NewT(t, lab.Options{Subnet6: labSubnet6}) // skips with -short or without root
-	lb := l.AddHostT(t, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6})
+	l := netlab.NewT(t, netlab.Options{Subnet6: labSubnet6}) // skips with -short or without root
+	lb := l.AddHostT(t, "lb", netlab.HostOptions{Addr4: labLB, Addr6: labLB6})
 	states := []State{realisticState(), withHealth(realisticState(), "node-b", false), realisticState()}
 	list := func(batch bool) []string {
 		var out []string

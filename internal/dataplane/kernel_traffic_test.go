@@ -3,7 +3,7 @@ package dataplane
 // Traffic for the kernel test: servers on the nodes that say who they are and
 // whom they saw, and clients that choose their source address and port, so
 // that every flow is one the tracer can predict. Sockets are created inside
-// the hosts' namespaces by lab.Host.Do and stay there.
+// the hosts' namespaces by netlab.Host.Do and stay there.
 
 import (
 	"bufio"
@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // serve starts a TCP server on tcpPort and a UDP server on udpPort in h, on
 // IPv4 and IPv6. Both answer "<host> <client address>".
-func serve(t *testing.T, h *lab.Host, tcpPort, udpPort int) {
+func serve(t *testing.T, h *netlab.Host, tcpPort, udpPort int) {
 	t.Helper()
 	var ln net.Listener
 	var pc net.PacketConn
@@ -63,7 +63,7 @@ func serve(t *testing.T, h *lab.Host, tcpPort, udpPort int) {
 
 // holdServer accepts TCP connections on port in h (IPv4 and IPv6) and
 // hands them to the test, which keeps them open.
-func holdServer(t *testing.T, h *lab.Host, port int, accepted chan<- net.Conn) {
+func holdServer(t *testing.T, h *netlab.Host, port int, accepted chan<- net.Conn) {
 	t.Helper()
 	var ln net.Listener
 	if err := h.Do(func() error {
@@ -111,7 +111,7 @@ type datagram struct {
 
 // holdUDPServer receives UDP datagrams on port in h (IPv4 and IPv6) and
 // hands them to the test, which may answer from the same socket later.
-func holdUDPServer(t *testing.T, h *lab.Host, port int, received chan<- datagram) {
+func holdUDPServer(t *testing.T, h *netlab.Host, port int, received chan<- datagram) {
 	t.Helper()
 	var pc net.PacketConn
 	if err := h.Do(func() error {
@@ -151,7 +151,7 @@ func parseReply(s string) (reply, error) {
 }
 
 // dialTCP connects from h's src:sport to dst and reads the reply.
-func dialTCP(h *lab.Host, src, dst netip.AddrPort, timeout time.Duration) (reply, error) {
+func dialTCP(h *netlab.Host, src, dst netip.AddrPort, timeout time.Duration) (reply, error) {
 	var r reply
 	err := h.Do(func() error {
 		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(src), Timeout: timeout}
@@ -176,7 +176,7 @@ type udpClient struct{ c *net.UDPConn }
 
 // newUDPClient opens a flow from h's src to dst; it is closed when the test
 // ends.
-func newUDPClient(t *testing.T, h *lab.Host, src, dst netip.AddrPort) *udpClient {
+func newUDPClient(t *testing.T, h *netlab.Host, src, dst netip.AddrPort) *udpClient {
 	t.Helper()
 	var c *net.UDPConn
 	err := h.Do(func() error {

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // The passthrough lab: the kernel lab's segment, with a load-balancer host
@@ -51,7 +51,7 @@ func ptBackend(node string, healthy bool) Backend {
 
 // kubeProxyStandIn makes h serve the VIPs as kube-proxy does for a Service
 // with ipMode VIP: it DNATs them to its own NodePort servers.
-func kubeProxyStandIn(t *testing.T, h *lab.Host) {
+func kubeProxyStandIn(t *testing.T, h *netlab.Host) {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("table inet kube-proxy-stand-in {\n chain prerouting {\n  type nat hook prerouting priority dstnat; policy accept;\n")
@@ -90,11 +90,11 @@ func familyOfAddr(a netip.Addr) family {
 }
 
 func TestKernelPassthrough(t *testing.T) {
-	l := lab.NewT(t, lab.Options{Subnet6: labSubnet6}) // skips with -short or without root
-	client := l.AddHostT(t, "client", lab.HostOptions{Addr4: labClient, Addr6: labClient6})
+	l := netlab.NewT(t, netlab.Options{Subnet6: labSubnet6}) // skips with -short or without root
+	client := l.AddHostT(t, "client", netlab.HostOptions{Addr4: labClient, Addr6: labClient6})
 	addAddr(t, client, netip.PrefixFrom(labClientBad, 24))
 	addAddr(t, client, netip.PrefixFrom(labClientBad6, 64))
-	lb := l.AddHostT(t, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6, Sysctls: map[string]string{
+	lb := l.AddHostT(t, "lb", netlab.HostOptions{Addr4: labLB, Addr6: labLB6, Sysctls: map[string]string{
 		"net.ipv4.conf.all.send_redirects":  "0",
 		"net.ipv4.conf.eth0.send_redirects": "0",
 	}})
@@ -104,7 +104,7 @@ func TestKernelPassthrough(t *testing.T) {
 	serve(t, lb, labTCPNodePort, labUDPNodePort)
 	for _, node := range []string{"node-a", "node-b"} {
 		ips := labNodes[node]
-		h := l.AddHostT(t, node, lab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
+		h := l.AddHostT(t, node, netlab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
 		serve(t, h, labTCPNodePort, labUDPNodePort)
 		kubeProxyStandIn(t, h)
 	}
@@ -337,7 +337,7 @@ func TestKernelPassthrough(t *testing.T) {
 }
 
 // counters reads the packet counters of the count table in h, in order.
-func counters(t *testing.T, h *lab.Host) []int {
+func counters(t *testing.T, h *netlab.Host) []int {
 	t.Helper()
 	var out []int
 	for _, m := range regexp.MustCompile(`counter packets (\d+)`).FindAllStringSubmatch(nft(t, h, "list", "table", "netdev", "count"), -1) {
@@ -351,7 +351,7 @@ func counters(t *testing.T, h *lab.Host) []int {
 }
 
 // runInWithStdin runs a command in h's namespace with stdin.
-func runInWithStdin(t *testing.T, h *lab.Host, stdin string, name string, args ...string) {
+func runInWithStdin(t *testing.T, h *netlab.Host, stdin string, name string, args ...string) {
 	t.Helper()
 	cmd := h.Command(t.Context(), name, args...)
 	cmd.Stdin = strings.NewReader(stdin)

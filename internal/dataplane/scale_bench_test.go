@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/knftables"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // discardNFT accepts every transaction and keeps nothing, so that only what
@@ -180,8 +180,8 @@ func BenchmarkKernelAddOneService(b *testing.B) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		b.Skip("kernel benchmark: no nft binary")
 	}
-	l := lab.NewT(b, lab.Options{Subnet6: labSubnet6}) // skips without root
-	lb := l.AddHostT(b, "lb", lab.HostOptions{Addr4: labLB, Addr6: labLB6})
+	l := netlab.NewT(b, netlab.Options{Subnet6: labSubnet6}) // skips without root
+	lb := l.AddHostT(b, "lb", netlab.HostOptions{Addr4: labLB, Addr6: labLB6})
 	for _, n := range []int{100, 1000, 5000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			all := scaleState(n+1, 100, "cluster")

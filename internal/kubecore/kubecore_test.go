@@ -15,13 +15,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // TestClient runs every call against a real apiserver and reads the
 // results back with client-go's typed client.
 func TestClient(t *testing.T) {
-	cp := testbed.StartT(t, testbed.Options{})
+	cp := controlplane.StartT(t, controlplane.Options{})
 	ctx := t.Context()
 	admin := cp.Client()
 	c, err := New(cp.RESTConfig())

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/groundcloud/groundcloud/internal/frames"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // ndpMessage is a Neighbor Solicitation or Advertisement for target with
@@ -128,16 +128,16 @@ func TestNDPMessages(t *testing.T) {
 // follows (active, no MAC), but neither its own probes nor a client asking
 // for the address. b has no socket: its kernel alone answers.
 func TestNDPKernel(t *testing.T) {
-	l := lab.NewT(t, lab.Options{})
-	a := l.AddHostT(t, "a", lab.HostOptions{})
-	b := l.AddHostT(t, "b", lab.HostOptions{})
-	c := l.AddHostT(t, "c", lab.HostOptions{})
+	l := netlab.NewT(t, netlab.Options{})
+	a := l.AddHostT(t, "a", netlab.HostOptions{})
+	b := l.AddHostT(t, "b", netlab.HostOptions{})
+	c := l.AddHostT(t, "c", netlab.HostOptions{})
 	v := netip.MustParseAddr("2001:db8:0:1::c8")
 	vips := map[netip.Addr]bool{v: true}
 	if out, err := b.Command(t.Context(), "ip", "-6", "addr", "add", v.String()+"/128", "dev", b.Iface, "nodad", "preferred_lft", "0").CombinedOutput(); err != nil {
 		t.Fatalf("add %s to b: %v\n%s", v, err, out)
 	}
-	open := func(h *lab.Host) (*ndpSocket, net.HardwareAddr) {
+	open := func(h *netlab.Host) (*ndpSocket, net.HardwareAddr) {
 		var s *ndpSocket
 		if err := h.Do(func() error {
 			ifi, err := net.InterfaceByName(h.Iface)
@@ -215,7 +215,7 @@ func TestNDPKernel(t *testing.T) {
 	}
 }
 
-func macOf(t *testing.T, h *lab.Host) net.HardwareAddr {
+func macOf(t *testing.T, h *netlab.Host) net.HardwareAddr {
 	t.Helper()
 	var mac net.HardwareAddr
 	if err := h.Do(func() error {

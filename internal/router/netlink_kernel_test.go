@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // TestNetlinkTable programs routes in a host of a lab: IPv4 and IPv6, next
@@ -21,10 +21,10 @@ import (
 // want (left alone and reported), one to a destination we do not want
 // (never touched), a moved next hop, a restart and stale routes.
 func TestNetlinkTable(t *testing.T) {
-	l := lab.NewT(t, lab.Options{})
-	r := l.AddHostT(t, "r", lab.HostOptions{Forwarding: true})
-	n2 := l.AddHostT(t, "n2", lab.HostOptions{})
-	n3 := l.AddHostT(t, "n3", lab.HostOptions{})
+	l := netlab.NewT(t, netlab.Options{})
+	r := l.AddHostT(t, "r", netlab.HostOptions{Forwarding: true})
+	n2 := l.AddHostT(t, "n2", netlab.HostOptions{})
+	n3 := l.AddHostT(t, "n3", netlab.HostOptions{})
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", append([]string{"-n", r.Netns}, args...)...).CombinedOutput(); err != nil {
@@ -99,7 +99,7 @@ func TestNetlinkTable(t *testing.T) {
 	}
 }
 
-func newTable(t *testing.T, h *lab.Host) *NetlinkTable {
+func newTable(t *testing.T, h *netlab.Host) *NetlinkTable {
 	t.Helper()
 	var handle *netlink.Handle
 	if err := h.Do(func() (err error) { handle, err = netlink.NewHandle(); return err }); err != nil {
@@ -124,7 +124,7 @@ func syncTable(t *testing.T, table *NetlinkTable, wants []Want) map[netip.Prefix
 }
 
 // routesOf lists the host's routes of a protocol as `ip` prints them.
-func routesOf(t *testing.T, h *lab.Host, proto string) []string {
+func routesOf(t *testing.T, h *netlab.Host, proto string) []string {
 	t.Helper()
 	var out []string
 	for _, family := range []string{"-4", "-6"} {
@@ -142,7 +142,7 @@ func routesOf(t *testing.T, h *lab.Host, proto string) []string {
 }
 
 // expectOurs checks the routes of our protocol, each exactly once.
-func expectOurs(t *testing.T, h *lab.Host, want ...string) {
+func expectOurs(t *testing.T, h *netlab.Host, want ...string) {
 	t.Helper()
 	if diff := cmp.Diff(want, routesOf(t, h, fmt.Sprint(DefaultProtocol))); diff != "" {
 		t.Errorf("routes of protocol %d (-want +got):\n%s", DefaultProtocol, diff)
@@ -155,9 +155,9 @@ func expectOurs(t *testing.T, h *lab.Host, want ...string) {
 // are each told; adding routes of ours is not. After the link is back, a
 // sync puts every route back.
 func TestNetlinkTableWatch(t *testing.T) {
-	l := lab.NewT(t, lab.Options{})
-	r := l.AddHostT(t, "r", lab.HostOptions{Forwarding: true})
-	n2 := l.AddHostT(t, "n2", lab.HostOptions{})
+	l := netlab.NewT(t, netlab.Options{})
+	r := l.AddHostT(t, "r", netlab.HostOptions{Forwarding: true})
+	n2 := l.AddHostT(t, "n2", netlab.HostOptions{})
 	table := newTable(t, r)
 	events := make(chan struct{}, 1)
 	if err := r.Do(func() error {

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 var wrongMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x99}
@@ -30,10 +30,10 @@ var kernelSubnet6 = netip.MustParsePrefix("2001:db8:1::/64")
 // newKernelLab returns two hosts on one segment: a, whose eth0 a Manager
 // works on, and b, a client. Both have an IPv4 and an IPv6 address from the
 // lab, as an operator would have configured them.
-func newKernelLab(t *testing.T) (a, b *lab.Host) {
+func newKernelLab(t *testing.T) (a, b *netlab.Host) {
 	t.Helper()
-	l := lab.NewT(t, lab.Options{Subnet6: kernelSubnet6}) // skips with -short or without root
-	return l.AddHostT(t, "a", lab.HostOptions{}), l.AddHostT(t, "b", lab.HostOptions{})
+	l := netlab.NewT(t, netlab.Options{Subnet6: kernelSubnet6}) // skips with -short or without root
+	return l.AddHostT(t, "a", netlab.HostOptions{}), l.AddHostT(t, "b", netlab.HostOptions{})
 }
 
 // TestManagerKernel runs a Manager on eth0 of host a, with b as a client on
@@ -128,7 +128,7 @@ func TestSetMissingInterface(t *testing.T) {
 
 // openNetns opens h's namespace for the code under test, which takes a
 // handle; it is closed when the test ends.
-func openNetns(t *testing.T, h *lab.Host) netns.NsHandle {
+func openNetns(t *testing.T, h *netlab.Host) netns.NsHandle {
 	t.Helper()
 	ns, err := netns.GetFromName(h.Netns)
 	if err != nil {
@@ -139,7 +139,7 @@ func openNetns(t *testing.T, h *lab.Host) netns.NsHandle {
 }
 
 // addAddr adds an address to h's link the way an operator would.
-func addAddr(t *testing.T, h *lab.Host, prefix string) {
+func addAddr(t *testing.T, h *netlab.Host, prefix string) {
 	t.Helper()
 	args := []string{"addr", "add", prefix, "dev", h.Iface}
 	if netip.MustParsePrefix(prefix).Addr().Is6() {
@@ -150,7 +150,7 @@ func addAddr(t *testing.T, h *lab.Host, prefix string) {
 
 // linkAddrs lists the addresses of h's link through the ip command,
 // independently of the package's own netlink code.
-func linkAddrs(t *testing.T, h *lab.Host) map[netip.Prefix]bool {
+func linkAddrs(t *testing.T, h *netlab.Host) map[netip.Prefix]bool {
 	t.Helper()
 	out := runIn(t, h, "ip", "-j", "addr", "show", "dev", h.Iface)
 	var links []struct {
@@ -172,7 +172,7 @@ func linkAddrs(t *testing.T, h *lab.Host) map[netip.Prefix]bool {
 }
 
 // runIn runs a command in h's namespace and returns its standard output.
-func runIn(t *testing.T, h *lab.Host, name string, args ...string) string {
+func runIn(t *testing.T, h *netlab.Host, name string, args ...string) string {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd := h.Command(t.Context(), name, args...)
@@ -186,7 +186,7 @@ func runIn(t *testing.T, h *lab.Host, name string, args ...string) string {
 
 // netlinkIn opens a netlink handle whose sockets live in h's namespace; the
 // caller closes it.
-func netlinkIn(t *testing.T, h *lab.Host) *netlink.Handle {
+func netlinkIn(t *testing.T, h *netlab.Host) *netlink.Handle {
 	t.Helper()
 	var nh *netlink.Handle
 	if err := h.Do(func() (err error) { nh, err = netlink.NewHandle(); return err }); err != nil {
@@ -195,7 +195,7 @@ func netlinkIn(t *testing.T, h *lab.Host) *netlink.Handle {
 	return nh
 }
 
-func mac(t *testing.T, h *lab.Host) net.HardwareAddr {
+func mac(t *testing.T, h *netlab.Host) net.HardwareAddr {
 	t.Helper()
 	nh := netlinkIn(t, h)
 	defer nh.Close()
@@ -207,7 +207,7 @@ func mac(t *testing.T, h *lab.Host) net.HardwareAddr {
 }
 
 // neighbour returns h's neighbour entry for a on its link, if any.
-func neighbour(t *testing.T, h *lab.Host, a netip.Addr) (net.HardwareAddr, int, bool) {
+func neighbour(t *testing.T, h *netlab.Host, a netip.Addr) (net.HardwareAddr, int, bool) {
 	t.Helper()
 	nh := netlinkIn(t, h)
 	defer nh.Close()
@@ -231,7 +231,7 @@ func neighbour(t *testing.T, h *lab.Host, a netip.Addr) (net.HardwareAddr, int, 
 	return nil, 0, false
 }
 
-func poisonNeighbours(t *testing.T, h *lab.Host, addrs ...netip.Addr) {
+func poisonNeighbours(t *testing.T, h *netlab.Host, addrs ...netip.Addr) {
 	t.Helper()
 	for _, a := range addrs {
 		runIn(t, h, "ip", "neigh", "replace", a.String(), "lladdr", wrongMAC.String(), "dev", h.Iface, "nud", "stale")
@@ -241,7 +241,7 @@ func poisonNeighbours(t *testing.T, h *lab.Host, addrs ...netip.Addr) {
 	}
 }
 
-func waitNeighbour(t *testing.T, h *lab.Host, a netip.Addr, want net.HardwareAddr) {
+func waitNeighbour(t *testing.T, h *netlab.Host, a netip.Addr, want net.HardwareAddr) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -258,7 +258,7 @@ func waitNeighbour(t *testing.T, h *lab.Host, a netip.Addr, want net.HardwareAdd
 
 // expectAddrs checks that h's link has every prefix of present and none of
 // absent.
-func expectAddrs(t *testing.T, h *lab.Host, present, absent []string) {
+func expectAddrs(t *testing.T, h *netlab.Host, present, absent []string) {
 	t.Helper()
 	got := linkAddrs(t, h)
 	for _, p := range present {
@@ -312,7 +312,7 @@ func expectMarks(t *testing.T, ns netns.NsHandle, addrs ...netip.Addr) {
 
 // serve accepts TCP connections in h and writes the local address each one
 // reached.
-func serve(t *testing.T, h *lab.Host, addr string) {
+func serve(t *testing.T, h *netlab.Host, addr string) {
 	t.Helper()
 	var ln net.Listener
 	if err := h.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
@@ -333,7 +333,7 @@ func serve(t *testing.T, h *lab.Host, addr string) {
 
 // dial connects from h to to and checks that the server saw to as its local
 // address.
-func dial(t *testing.T, h *lab.Host, to netip.AddrPort) {
+func dial(t *testing.T, h *netlab.Host, to netip.AddrPort) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()

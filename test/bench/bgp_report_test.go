@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/frr"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/frr"
 )
 
 // bgpResults is what TestBGPBenchmark measured.
@@ -288,7 +288,7 @@ func frrVersion() string {
 const bgpMethod = `
 ### Method
 
-- Topology: the real cluster (internal/cluster), as in the Failover
+- Topology: the real cluster (test/framework/realcluster), as in the Failover
   section: 2 dedicated load-balancer hosts running the agent DaemonSet
   from deploy/ (plus ` + "`--ownership-hold-down=3s`" + `, which only shortens
   the return between L2 trials), 2 workers with one groundcloud-echo Pod

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/frr"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/frr"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // The BGP benchmark's pool: outside the lab's subnet, so that the client
@@ -101,15 +101,15 @@ func TestBGPBenchmark(t *testing.T) {
 
 // startBGPBench starts the cluster of the BGP benchmark: 2 dedicated
 // load-balancer hosts labelled to announce pool "bgp", 2 workers, FRR in
-// host "router" (cluster.StartRouter: 3 s hold time, ECMP with an L4 hash)
+// host "router" (realcluster.StartRouter: 3 s hold time, ECMP with an L4 hash)
 // and a client that reaches the pool through it.
 func startBGPBench(t *testing.T) (*bench, *nexthops) {
 	t.Helper()
-	b := startClusterBench(t, cluster.Options{
+	b := startClusterBench(t, realcluster.Options{
 		Workers: 2, LBHosts: lbHosts, Clients: []string{"client", "router"},
-		CloudConfigFor: func(c *cluster.Cluster) string {
+		CloudConfigFor: func(c *realcluster.Cluster) string {
 			return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", bgpRange, bgpHostLabel) +
-				cluster.BGPPeers(c.Clients["router"])
+				realcluster.BGPPeers(c.Clients["router"])
 		},
 	})
 	r, err := b.c.StartRouter(t.Context(), b.c.Clients["router"])
@@ -120,7 +120,7 @@ func startBGPBench(t *testing.T) (*bench, *nexthops) {
 		}
 		_ = r.Stop()
 	})
-	must(t, cluster.RouteThrough(t.Context(), b.client, r.Host, netip.MustParsePrefix(bgpRoute)))
+	must(t, realcluster.RouteThrough(t.Context(), b.client, r.Host, netip.MustParsePrefix(bgpRoute)))
 	for _, h := range b.lbs {
 		b.setHostLabel(t, h.Name, true)
 	}
@@ -137,8 +137,8 @@ func startBGPBench(t *testing.T) (*bench, *nexthops) {
 func (b *bench) deployBGP(t *testing.T) map[string]netip.Addr {
 	t.Helper()
 	b.deployEcho(t, "bgpbench")
-	lines := v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(cluster.EchoLinesPort)}
-	http := v1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: bgpHTTPPort, TargetPort: intstr.FromInt32(cluster.EchoHTTPPort)}
+	lines := v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)}
+	http := v1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: bgpHTTPPort, TargetPort: intstr.FromInt32(realcluster.EchoHTTPPort)}
 	bgp := echoService("bgp", "bgpbench", lines, http)
 	bgp.Annotations["groundcloud.io/pool"] = "bgp"
 	vips := map[string]netip.Addr{
@@ -197,7 +197,7 @@ func (b *bench) agentReplaced(t *testing.T, i int, old types.UID) {
 
 // waitAnswers waits until 20 new connections in a row to vip's line echo
 // are greeted by a Pod.
-func waitAnswers(t *testing.T, client *lab.Host, vip netip.Addr) {
+func waitAnswers(t *testing.T, client *netlab.Host, vip netip.Addr) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	var last error

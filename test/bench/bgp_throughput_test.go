@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // ecmpRun is one load through the BGP address while hosts load-balancer
@@ -94,7 +94,7 @@ func packetsOf(cs []linkCounters) []uint64 {
 }
 
 // checkHTTP waits until url answers a GET with 200 from the client.
-func checkHTTP(t *testing.T, client *lab.Host, url string) {
+func checkHTTP(t *testing.T, client *netlab.Host, url string) {
 	t.Helper()
 	hc := client.HTTPClient()
 	deadline := time.Now().Add(time.Minute)

@@ -12,8 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // nexthops records which load-balancer hosts the router forwards each
@@ -34,7 +34,7 @@ type nexthops struct {
 
 // watchNexthops starts sampling router's routes to addresses within every
 // interval until stop.
-func watchNexthops(router *lab.Host, hosts []*lab.Host, within netip.Prefix, every time.Duration) (*nexthops, error) {
+func watchNexthops(router *netlab.Host, hosts []*netlab.Host, within netip.Prefix, every time.Duration) (*nexthops, error) {
 	w := &nexthops{within: within, names: map[netip.Addr]string{}, current: map[netip.Addr][]string{}, done: make(chan struct{})}
 	for _, h := range hosts {
 		w.names[h.Addr4] = h.Name
@@ -164,7 +164,7 @@ func (w *nexthops) now(a netip.Addr) []string {
 
 // waitOnly waits until the router forwards a to exactly hosts, and has for
 // stable, and returns how long it waited.
-func (w *nexthops) waitOnly(t *testing.T, a netip.Addr, stable time.Duration, hosts ...*lab.Host) time.Duration {
+func (w *nexthops) waitOnly(t *testing.T, a netip.Addr, stable time.Duration, hosts ...*netlab.Host) time.Duration {
 	t.Helper()
 	var want []string
 	for _, h := range hosts {
@@ -190,7 +190,7 @@ func (w *nexthops) waitOnly(t *testing.T, a netip.Addr, stable time.Duration, ho
 type bgpWatch struct {
 	nh  *nexthops
 	vip netip.Addr
-	lbs []*lab.Host
+	lbs []*netlab.Host
 }
 
 func (w *bgpWatch) settled(t *testing.T, n int) int {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 const (
@@ -50,8 +50,8 @@ func restoreConntrackMax(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
-	must(t, cluster.WithHostLock(ctx, func() error {
-		rec := cluster.SysctlRecord{Path: conntrackRecord}
+	must(t, realcluster.WithHostLock(ctx, func() error {
+		rec := realcluster.SysctlRecord{Path: conntrackRecord}
 		stale, err := rec.Restore()
 		if err == nil && stale {
 			v, _ := rec.Read(conntrackMaxKey)
@@ -74,7 +74,7 @@ func restoreConntrackMax(t *testing.T) {
 // memory.
 func raiseConntrackMax(t *testing.T, hosts, wanted int) string {
 	t.Helper()
-	rec := cluster.SysctlRecord{Path: conntrackRecord}
+	rec := realcluster.SysctlRecord{Path: conntrackRecord}
 	t.Cleanup(func() {
 		found, err := rec.Restore()
 		if err != nil {

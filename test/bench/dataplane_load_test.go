@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // runWrk runs wrk from the client host against one path and parses its
 // report.
-func runWrk(t *testing.T, client *lab.Host, tg dpTarget, cfg dpConfig, mode string, d time.Duration) (dpRun, error) {
+func runWrk(t *testing.T, client *netlab.Host, tg dpTarget, cfg dpConfig, mode string, d time.Duration) (dpRun, error) {
 	conns, url := cfg.conns, tg.url
 	if mode == modeLarge {
 		conns, url = cfg.largeConns, tg.url+"?bytes="+strconv.Itoa(dpLargeSize)
@@ -114,7 +114,7 @@ func wrkDuration(num, unit string) (time.Duration, error) {
 // the client host to the target's UDP address, each on its own socket
 // (its own source port, so its own flow), one datagram outstanding at a
 // time. An answer not back within udpTimeout counts as lost.
-func runUDP(ctx context.Context, client *lab.Host, tg dpTarget, senders int, d time.Duration) (dpRun, error) {
+func runUDP(ctx context.Context, client *netlab.Host, tg dpTarget, senders int, d time.Duration) (dpRun, error) {
 	const udpTimeout = 500 * time.Millisecond
 	conns := make([]*net.UDPConn, senders)
 	defer func() {

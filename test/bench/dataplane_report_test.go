@@ -292,7 +292,7 @@ func dpMethod(r dpResults) string {
 	return fmt.Sprintf(`
 ### Method
 
-- Topology: the real cluster of the tests (internal/cluster): network
+- Topology: the real cluster of the tests (test/framework/realcluster): network
   namespaces on one bridge; etcd, kube-apiserver, kube-controller-manager,
   kube-scheduler; containerd and kubelet in every node; kube-proxy
   (nftables mode) as a DaemonSet; groundcloud installed from deploy/. Two

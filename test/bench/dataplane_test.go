@@ -21,12 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/echo"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+	"github.com/groundcloud/groundcloud/test/images/echo"
 )
 
-// The data-plane benchmark runs on the real cluster (internal/cluster):
+// The data-plane benchmark runs on the real cluster (test/framework/realcluster):
 // groundcloud-echo Pods on two workers behind kube-proxy, one dedicated
 // load-balancer host running the agent from deploy/, a client, and a plain
 // router host. Its Services: TCP port 80 (HTTP) and UDP port 53, both
@@ -97,7 +97,7 @@ type dpTarget struct {
 	sees netip.Addr
 	// via is the host between client and nodes whose link is counted (the
 	// load-balancer host, the router); nil for the direct path.
-	via *lab.Host
+	via *netlab.Host
 }
 
 // dpRun is one measurement of one path in one mode.
@@ -129,7 +129,7 @@ func TestDataPlaneBenchmark(t *testing.T) {
 	start := time.Now()
 	requireDataPlaneTools(t)
 	cfg := dataPlaneConfig()
-	c := cluster.StartT(t, cluster.Options{Workers: 2, LBHosts: 1, Clients: []string{"client", "router"}})
+	c := realcluster.StartT(t, realcluster.Options{Workers: 2, LBHosts: 1, Clients: []string{"client", "router"}})
 	bed := newDPBed(c)
 	vips := deployDataPlane(t, bed)
 	bed.setUpRoutes(t)
@@ -213,7 +213,7 @@ func measure(tg dpTarget, load func() (dpRun, error)) (dpRun, error) {
 // linkCounters are a host link's received plus sent bytes and packets.
 type linkCounters struct{ bytes, packets uint64 }
 
-func countersOf(h *lab.Host) (linkCounters, error) {
+func countersOf(h *netlab.Host) (linkCounters, error) {
 	st, err := linkStats(h)
 	if err != nil {
 		return linkCounters{}, err
@@ -221,7 +221,7 @@ func countersOf(h *lab.Host) (linkCounters, error) {
 	return linkCounters{bytes: st.RxBytes + st.TxBytes, packets: st.RxPackets + st.TxPackets}, nil
 }
 
-func linkStats(h *lab.Host) (*netlink.LinkStatistics, error) {
+func linkStats(h *netlab.Host) (*netlink.LinkStatistics, error) {
 	var st *netlink.LinkStatistics
 	err := h.Do(func() error {
 		link, err := netlink.LinkByName(h.Iface)
@@ -290,10 +290,10 @@ func requireDataPlaneTools(t *testing.T) {
 
 // dpBed is the cluster as the benchmark uses it.
 type dpBed struct {
-	c              *cluster.Cluster
-	client, router *lab.Host
-	lb             *lab.Host
-	workers        []*lab.Host
+	c              *realcluster.Cluster
+	client, router *netlab.Host
+	lb             *netlab.Host
+	workers        []*netlab.Host
 	// clientSecond is the client's second address, the router path's
 	// source; routerIP and directIP are the Services' external IPs that
 	// the router and the direct path reach.
@@ -301,7 +301,7 @@ type dpBed struct {
 	nodePort                         int32 // the passthrough Service's HTTP NodePort, HAProxy's backend
 }
 
-func newDPBed(c *cluster.Cluster) *dpBed {
+func newDPBed(c *realcluster.Cluster) *dpBed {
 	b := &dpBed{c: c, client: c.Clients["client"], router: c.Clients["router"]}
 	for _, n := range c.Nodes {
 		if n.LoadBalancer {
@@ -345,8 +345,8 @@ func deployDataPlane(t *testing.T, b *dpBed) map[string]netip.Addr {
 				Selector:              map[string]string{"app": dpService},
 				ExternalIPs:           externalIPs,
 				Ports: []corev1.ServicePort{
-					{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(cluster.EchoHTTPPort)},
-					{Name: "udp", Protocol: corev1.ProtocolUDP, Port: dpUDPPort, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)},
+					{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoHTTPPort)},
+					{Name: "udp", Protocol: corev1.ProtocolUDP, Port: dpUDPPort, TargetPort: intstr.FromInt32(realcluster.EchoUDPPort)},
 				},
 			},
 		}
@@ -387,19 +387,19 @@ func deployDataPlane(t *testing.T, b *dpBed) map[string]netip.Addr {
 // cluster's namespaces only.
 func (b *dpBed) setUpRoutes(t *testing.T) {
 	t.Helper()
-	ipIn := func(h *lab.Host, args ...string) {
+	ipIn := func(h *netlab.Host, args ...string) {
 		t.Helper()
 		if out, err := h.Command(t.Context(), "ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s in %s: %v\n%s", strings.Join(args, " "), h.Name, err, out)
 		}
 	}
-	conf := func(h *lab.Host, key, value string) {
+	conf := func(h *netlab.Host, key, value string) {
 		t.Helper()
 		for _, dev := range []string{"all", "default", h.Iface} {
 			must(t, h.SetSysctl("net.ipv4.conf."+dev+"."+key, value))
 		}
 	}
-	ecmp := func(h *lab.Host, dst, src netip.Addr) {
+	ecmp := func(h *netlab.Host, dst, src netip.Addr) {
 		t.Helper()
 		must(t, h.SetSysctl("net.ipv4.fib_multipath_hash_policy", "1"))
 		args := []string{"route", "add", dst.String() + "/32"}
@@ -426,7 +426,7 @@ func (b *dpBed) setUpRoutes(t *testing.T) {
 
 // targets are the paths' addresses and what the Pods see on each.
 func (b *dpBed) targets(vips map[string]netip.Addr) map[string]dpTarget {
-	target := func(path string, addr netip.Addr, httpPort uint16, sees netip.Addr, via *lab.Host) dpTarget {
+	target := func(path string, addr netip.Addr, httpPort uint16, sees netip.Addr, via *netlab.Host) dpTarget {
 		tg := dpTarget{path: path, tcp: netip.AddrPortFrom(addr, httpPort), sees: sees, via: via}
 		tg.url = fmt.Sprintf("http://%s/", tg.tcp)
 		if path != pathHAProxy {

@@ -5,8 +5,8 @@
 // (docs/benchmarks.md).
 //
 // Where each runs: the data-plane, failover, full-conntrack failover and
-// BGP benchmarks on the real cluster (internal/cluster: kubelets,
+// BGP benchmarks on the real cluster (test/framework/realcluster: kubelets,
 // kube-proxy, groundcloud from deploy/, Pods of groundcloud-echo; the BGP
-// one with FRR as a router, internal/frr); the scale benchmark on the
-// simulated nodes' sandbox (internal/sandbox), because it needs 100 nodes.
+// one with FRR as a router, test/framework/frr); the scale benchmark on the
+// simulated nodes' sandbox (test/framework/apionly), because it needs 100 nodes.
 package bench

@@ -16,9 +16,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // conntrackWanted is the table size the issue asks to fail over with.
@@ -48,7 +48,7 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 	}
 	loads := []string{loadAverage()}
 	restoreConntrackMax(t)
-	b := startClusterBench(t, cluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	b := startClusterBench(t, realcluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
 	vip := b.deployFailover(t)[implPassthrough]
 	// -v=2: the agents log their deletions.
 	b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String(), "--v=2")
@@ -133,7 +133,7 @@ func (b *bench) agentDeletions(t *testing.T, i int) []time.Duration {
 
 // conntrackMax reads nf_conntrack_max in h, and whether h may change it
 // (a limit of its own).
-func conntrackMax(t *testing.T, h *lab.Host) (int, bool) {
+func conntrackMax(t *testing.T, h *netlab.Host) (int, bool) {
 	t.Helper()
 	n := readProcInt(t, h, "/proc/sys/net/netfilter/nf_conntrack_max")
 	perNamespace := false
@@ -146,19 +146,19 @@ func conntrackMax(t *testing.T, h *lab.Host) (int, bool) {
 }
 
 // conntrackCount is the number of entries in h's table.
-func conntrackCount(t *testing.T, h *lab.Host) int {
+func conntrackCount(t *testing.T, h *netlab.Host) int {
 	t.Helper()
 	return readProcInt(t, h, "/proc/sys/net/netfilter/nf_conntrack_count")
 }
 
 // conntrackBuckets is the size of the conntrack hash, which every
 // namespace shares (h reads the machine's).
-func conntrackBuckets(t *testing.T, h *lab.Host) int {
+func conntrackBuckets(t *testing.T, h *netlab.Host) int {
 	t.Helper()
 	return readProcInt(t, h, "/proc/sys/net/netfilter/nf_conntrack_buckets")
 }
 
-func readProcInt(t *testing.T, h *lab.Host, path string) int {
+func readProcInt(t *testing.T, h *netlab.Host, path string) int {
 	t.Helper()
 	out, err := h.Command(t.Context(), "cat", path).Output()
 	must(t, err)
@@ -171,7 +171,7 @@ func readProcInt(t *testing.T, h *lab.Host, path string) int {
 // table, as `conntrack -I` does: UDP and TCP flows from 10.0.0.0/8 to
 // 198.51.100.7:443, with an hour to live; entry i is the same flow
 // whichever call creates it.
-func fillConntrack(h *lab.Host, from, to int) error {
+func fillConntrack(h *netlab.Host, from, to int) error {
 	return h.Do(func() error {
 		nh, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
 		if err != nil {
@@ -204,7 +204,7 @@ func fillConntrack(h *lab.Host, from, to int) error {
 
 // deletionTimes times n deletions of the entries of vip in h, as a host
 // that takes vip over does before it adds it.
-func deletionTimes(t *testing.T, h *lab.Host, vip netip.Addr, n int) []time.Duration {
+func deletionTimes(t *testing.T, h *netlab.Host, vip netip.Addr, n int) []time.Duration {
 	t.Helper()
 	var out []time.Duration
 	for range n {

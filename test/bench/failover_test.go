@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 const (
@@ -69,7 +69,7 @@ func TestFailoverBenchmark(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
-	b := startClusterBench(t, cluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	b := startClusterBench(t, realcluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
 	vips := b.deployFailover(t)
 	var results []scenario
 	t.Run("groundcloud", func(t *testing.T) {
@@ -112,13 +112,13 @@ const (
 // bench is a failover test bed: load-balancer hosts, a client, and a
 // record of who holds which address.
 type bench struct {
-	lbs     []*lab.Host
-	client  *lab.Host
+	lbs     []*netlab.Host
+	client  *netlab.Host
 	holders *availability.Holders
 	// setLink plugs or pulls load-balancer host i's cable.
 	setLink func(i int, up bool) error
 	// c is the real cluster (startClusterBench).
-	c *cluster.Cluster
+	c *realcluster.Cluster
 	// restarts are the agents' restart counts before killAgent.
 	restarts map[int]int32
 }
@@ -133,11 +133,11 @@ func (b *bench) watchHolders(t *testing.T) {
 
 // startClusterBench starts the real cluster with opts (the failover
 // benchmark's: 2 dedicated load-balancer hosts, 2 workers, a client).
-func startClusterBench(t *testing.T, opts cluster.Options) *bench {
+func startClusterBench(t *testing.T, opts realcluster.Options) *bench {
 	t.Helper()
-	c := cluster.StartT(t, opts)
+	c := realcluster.StartT(t, opts)
 	b := &bench{c: c, client: c.Clients["client"]}
-	var nodes []*cluster.Node
+	var nodes []*realcluster.Node
 	for _, n := range c.Nodes {
 		if n.LoadBalancer {
 			nodes = append(nodes, n)
@@ -158,7 +158,7 @@ func (b *bench) deployFailover(t *testing.T) map[string]netip.Addr {
 	vips := map[string]netip.Addr{}
 	for impl, forwarding := range map[string]string{implPassthrough: "passthrough", implProxy: "proxy"} {
 		svc := echoService(impl, "failover", v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80,
-			TargetPort: intstr.FromInt32(cluster.EchoLinesPort)})
+			TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)})
 		svc.Annotations["groundcloud.io/forwarding"] = forwarding
 		vips[impl] = b.loadBalancer(t, svc)
 	}
@@ -283,7 +283,7 @@ func (b *bench) l2Watch(vip netip.Addr) *l2Watch { return &l2Watch{b: b, vip: vi
 func (w *l2Watch) settled(t *testing.T, _ int) int {
 	t.Helper()
 	w.home = w.b.settled(t, w.vip, w.home)
-	return slices.IndexFunc(w.b.lbs, func(h *lab.Host) bool { return h.Name == w.home })
+	return slices.IndexFunc(w.b.lbs, func(h *netlab.Host) bool { return h.Name == w.home })
 }
 
 func (w *l2Watch) moved(t *testing.T, i int, since time.Time) time.Duration {
@@ -378,7 +378,7 @@ func (b *bench) takeover(t *testing.T, vip netip.Addr, owner string, since time.
 }
 
 // killGroup crashes a process and everything in its process group.
-func killGroup(t *testing.T, p *lab.Process) {
+func killGroup(t *testing.T, p *netlab.Process) {
 	t.Helper()
 	must(t, syscall.Kill(-p.Pid(), syscall.SIGKILL))
 	<-p.Done()
@@ -390,12 +390,12 @@ func killGroup(t *testing.T, p *lab.Process) {
 type keepalived struct {
 	b     *bench
 	dir   string
-	procs []*lab.Process
+	procs []*netlab.Process
 }
 
 func (b *bench) startKeepalived(t *testing.T, vip netip.Addr) *keepalived {
 	t.Helper()
-	ka := &keepalived{b: b, dir: t.TempDir(), procs: make([]*lab.Process, len(b.lbs))}
+	ka := &keepalived{b: b, dir: t.TempDir(), procs: make([]*netlab.Process, len(b.lbs))}
 	for i, h := range b.lbs {
 		prio := 100
 		if i == 0 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Every benchmark runs on the real cluster (internal/cluster), which
+// Every benchmark runs on the real cluster (test/framework/realcluster), which
 // builds groundcloud's images itself.
 
 func skipUnlessBench(t *testing.T) {

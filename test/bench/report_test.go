@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // percentile is the nearest-rank p-th percentile (0 < p <= 100).
@@ -109,7 +109,7 @@ func summary(results []scenario) string {
 const method = `
 ### Method
 
-- Topology: the real cluster (internal/cluster) in network namespaces on
+- Topology: the real cluster (test/framework/realcluster) in network namespaces on
   one bridge: etcd, kube-apiserver, kube-controller-manager,
   kube-scheduler; containerd, kubelet and kube-proxy (nftables) in every
   node; groundcloud installed from deploy/. 2 dedicated load-balancer
@@ -235,7 +235,7 @@ func haproxyVersion() string {
 func numCPU() int { return runtime.NumCPU() }
 
 func commit() string {
-	root, err := testbed.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return "(unknown commit)"
 	}
@@ -251,7 +251,7 @@ func commit() string {
 }
 
 func memberlistVersion() string {
-	root, err := testbed.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return "hashicorp/memberlist"
 	}

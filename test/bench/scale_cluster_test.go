@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // The groundcloud components of the scale benchmark run as deploy/ runs
@@ -36,7 +36,7 @@ const (
 // "DaemonSet" or "Deployment") the arguments of deploy/ plus extra (an
 // extra flag replaces deploy/'s of that name) and waits until every Pod
 // runs them and no other is left.
-func setArgs(t *testing.T, c *cluster.Cluster, kind, name string, extra ...string) {
+func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...string) {
 	t.Helper()
 	ctx := t.Context()
 	withArgs := func(meta *metav1.ObjectMeta, tpl *v1.PodTemplateSpec) {

@@ -27,12 +27,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
-// The scale topology, on the real cluster (internal/cluster): 3 workers
+// The scale topology, on the real cluster (test/framework/realcluster): 3 workers
 // with kubelet, containerd and kube-proxy carry the traffic (the sample
 // Services' Pods run on them), 1 dedicated load-balancer host (a Node too,
 // labelled and tainted as docs/install.md says) runs the agent, 2 late
@@ -77,11 +77,11 @@ var (
 )
 
 type scaleEnv struct {
-	c    *cluster.Cluster
+	c    *realcluster.Cluster
 	fast kubernetes.Interface // a client that is not rate-limited
 	dyn  dynamic.Interface
-	lb   *cluster.Node
-	cli  *lab.Host
+	lb   *realcluster.Node
+	cli  *netlab.Host
 	// createdAt is when each Service's create call returned.
 	createdAt sync.Map
 }
@@ -96,7 +96,7 @@ func startScaleEnv(t *testing.T) *scaleEnv {
 		worker := fmt.Sprintf("node-%d", n%scaleRealNodes+1)
 		extra[worker] = append(extra[worker], netip.MustParseAddr(fmt.Sprintf("%s%d", apiNodeNet, n)))
 	}
-	c := cluster.StartT(t, cluster.Options{
+	c := realcluster.StartT(t, realcluster.Options{
 		Workers:          scaleRealNodes,
 		LBHosts:          1,
 		LateWorkers:      len(churnNodes),
@@ -181,7 +181,7 @@ func (s *scaleEnv) addAPINodes(t *testing.T) {
 		names = append(names, apiNodeName(n))
 	}
 	must(t, parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
-		return sandbox.RegisterNode(ctx, s.fast, names[i], v1.ConditionTrue)
+		return apionly.RegisterNode(ctx, s.fast, names[i], v1.ConditionTrue)
 	}))
 	must(t, s.renewLeases(ctx, names))
 	hctx, stop := context.WithCancel(context.Background())
@@ -201,7 +201,7 @@ func (s *scaleEnv) addAPINodes(t *testing.T) {
 	}()
 	t.Cleanup(func() { stop(); <-done })
 	must(t, parallel(ctx, 8, len(names), func(ctx context.Context, i int) error {
-		return sandbox.WaitInitialised(ctx, s.fast, names[i])
+		return apionly.WaitInitialised(ctx, s.fast, names[i])
 	}))
 	t.Logf("registered and initialised %d API nodes in %s", len(names), time.Since(start).Round(time.Millisecond))
 }
@@ -306,7 +306,7 @@ func (s *scaleEnv) createServicesUntil(ctx context.Context, from, to int, deadli
 
 func (s *scaleEnv) createService(ctx context.Context, i int) error {
 	{
-		port := v1.ServicePort{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(cluster.EchoLinesPort)} // a greeting, which the availability client waits for
+		port := v1.ServicePort{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)} // a greeting, which the availability client waits for
 		// The sampled Services select the echo Pods; the others select
 		// none (kube-proxy rejects their connections).
 		app := scaleServiceName(i)

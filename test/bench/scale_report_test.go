@@ -697,7 +697,7 @@ const scaleMethod = `
 ### Method
 
 - One environment for every step, in this order (TestScaleBenchmark in
-  test/bench): the real cluster (internal/cluster) with etcd,
+  test/bench): the real cluster (test/framework/realcluster) with etcd,
   kube-apiserver (--service-node-port-range=20000-32767, for 5,000 node
   ports), kube-controller-manager (--kube-api-qps=200
   --kube-api-burst=400: see item 21), kube-scheduler, and groundcloud from

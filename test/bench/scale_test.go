@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudapi "k8s.io/cloud-provider/api"
 
-	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/cluster"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // scaleResult is everything TestScaleBenchmark measured.
@@ -341,7 +341,7 @@ const churnWait = 3 * time.Minute
 // leaves (it shuts down and its Node is deleted).
 type churnHost struct {
 	name string
-	node *cluster.Node
+	node *realcluster.Node
 }
 
 func (s *scaleEnv) churnHost(name string) *churnHost {

@@ -19,10 +19,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/internal/agent"
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/frr"
-	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/frr"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // BGP ranges: outside the lab's subnet, so the client reaches them only
@@ -62,15 +62,15 @@ func TestBGP(t *testing.T) {
 	if err := frr.Available(); err != nil {
 		t.Fatal(err)
 	}
-	tools, err := testbed.ToolsDir(t.Context())
+	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	c, err := cluster.Start(t.Context(), cluster.Options{
+	c, err := realcluster.Start(t.Context(), realcluster.Options{
 		Dir: dir, ToolsDir: tools, CheckHost: true, Logf: t.Logf,
 		LBHosts: 3, Clients: []string{"router", "client"},
-		CloudConfigFor: func(c *cluster.Cluster) string { return bgpCloudConfig(c.Clients["router"]) },
+		CloudConfigFor: func(c *realcluster.Cluster) string { return bgpCloudConfig(c.Clients["router"]) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestBGP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Stop() })
 	client := c.Clients["client"]
-	if err := cluster.RouteThrough(t.Context(), client, r.Host, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/120")); err != nil {
+	if err := realcluster.RouteThrough(t.Context(), client, r.Host, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/120")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -114,7 +114,7 @@ func TestBGP(t *testing.T) {
 	}
 	if t.Failed() {
 		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("zebra")) {
-			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
+			t.Logf("tail of %s:\n%s", log, controlplane.LogTail(log, 30))
 		}
 		for _, n := range c.Nodes {
 			if n.LoadBalancer {
@@ -134,22 +134,22 @@ func TestBGP(t *testing.T) {
 }
 
 type bgpScenario struct {
-	c      *cluster.Cluster
+	c      *realcluster.Cluster
 	r      *frr.Router
-	client *lab.Host
-	lbs    []*lab.Host
+	client *netlab.Host
+	lbs    []*netlab.Host
 	ecmp   *lbScenario
 }
 
 // bgpCloudConfig adds pools announced over BGP to the router.
-func bgpCloudConfig(router *lab.Host) string {
+func bgpCloudConfig(router *netlab.Host) string {
 	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\nbgp-community = 64513:100\n\n", bgpRange4, bgpRange6) +
 		fmt.Sprintf("[Pool \"edge\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", edgeRange4, edgeLabel) +
-		cluster.BGPPeers(router)
+		realcluster.BGPPeers(router)
 }
 
-func lbHosts(c *cluster.Cluster) []*lab.Host {
-	var out []*lab.Host
+func lbHosts(c *realcluster.Cluster) []*netlab.Host {
+	var out []*netlab.Host
 	for _, n := range c.Nodes {
 		if n.LoadBalancer {
 			out = append(out, n.Host)
@@ -170,7 +170,7 @@ func dualStack(s *corev1.Service) {
 func passthrough(s *corev1.Service) { delete(s.Annotations, "groundcloud.io/forwarding") }
 
 // addrsOf returns the hosts' addresses of vip's family, sorted.
-func addrsOf(vip netip.Addr, hosts ...*lab.Host) []netip.Addr {
+func addrsOf(vip netip.Addr, hosts ...*netlab.Host) []netip.Addr {
 	var out []netip.Addr
 	for _, h := range hosts {
 		if vip.Is6() {
@@ -185,7 +185,7 @@ func addrsOf(vip netip.Addr, hosts ...*lab.Host) []netip.Addr {
 
 // waitNexthops waits until the router's route to vip has exactly the
 // hosts as next hops, and returns how long that took.
-func (s *bgpScenario) waitNexthops(t *testing.T, vip netip.Addr, hosts ...*lab.Host) time.Duration {
+func (s *bgpScenario) waitNexthops(t *testing.T, vip netip.Addr, hosts ...*netlab.Host) time.Duration {
 	t.Helper()
 	want := addrsOf(vip, hosts...)
 	start := time.Now()
@@ -364,7 +364,7 @@ func (s *bgpScenario) checkLinkDown(t *testing.T) {
 	conns := s.openConns(t, vip, 12)
 	h := s.lbs[2]
 	// The node's cable: also the way its agent reaches the apiserver, and
-	// its routes come back with it (cluster.Node.SetLink).
+	// its routes come back with it (realcluster.Node.SetLink).
 	node := s.c.Node(h.Name)
 	if err := node.SetLink(false); err != nil {
 		t.Fatal(err)
@@ -464,7 +464,7 @@ func (s *bgpScenario) checkGracefulStop(t *testing.T) {
 }
 
 // agentMetrics reads the agent's /metrics on its host's loopback.
-func agentMetrics(t *testing.T, h *lab.Host) string {
+func agentMetrics(t *testing.T, h *netlab.Host) string {
 	t.Helper()
 	resp, err := h.HTTPClient().Get("http://127.0.0.1:10263/metrics")
 	if err != nil {

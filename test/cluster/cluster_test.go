@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	cloudapi "k8s.io/cloud-provider/api"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/echo"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+	"github.com/groundcloud/groundcloud/test/images/echo"
 )
 
 // TestCluster runs the real cluster: kubelets and containerd in every node,
@@ -47,7 +47,7 @@ func TestCluster(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end test: needs root")
 	}
-	tools, err := testbed.ToolsDir(t.Context())
+	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestCluster(t *testing.T) {
 	// Two load-balancer hosts that are Nodes with Pods of their own, as
 	// docs/install.md sets them up by default; the sandbox (TestSandbox)
 	// runs the other topology, a dedicated load-balancer host.
-	c, err := cluster.Start(t.Context(), cluster.Options{
+	c, err := realcluster.Start(t.Context(), realcluster.Options{
 		Dir: t.TempDir(), ToolsDir: tools, CheckHost: true, Logf: t.Logf,
 		LBHosts: 2, SharedLBHosts: true, Clients: []string{"client", "outsider"},
 		LateWorkers: 1, // node-3, which joins the running cluster
@@ -122,7 +122,7 @@ func TestCluster(t *testing.T) {
 	}
 	if t.Failed() {
 		for _, log := range c.Logs() {
-			t.Logf("tail of %s:\n%s", log, testbed.LogTail(log, 30))
+			t.Logf("tail of %s:\n%s", log, controlplane.LogTail(log, 30))
 		}
 		for _, n := range c.Nodes {
 			if n.LoadBalancer {
@@ -145,7 +145,7 @@ func TestCluster(t *testing.T) {
 // the images built from deploy/images/: the controller manager's two
 // replicas on the Pod network, an agent on the host network of each
 // load-balancer host, a router on every node; kube-proxy on every node.
-func checkInstalled(t *testing.T, c *cluster.Cluster) {
+func checkInstalled(t *testing.T, c *realcluster.Cluster) {
 	pods, err := c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func checkInstalled(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-func podNetwork(c *cluster.Cluster, ip string) bool {
+func podNetwork(c *realcluster.Cluster, ip string) bool {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false
@@ -212,7 +212,7 @@ func podNetwork(c *cluster.Cluster, ip string) bool {
 // checkNodeInitialised: the Node was registered by a real kubelet on
 // containerd, and our controller manager initialised it from the
 // cloud-config's inventory.
-func checkNodeInitialised(t *testing.T, c *cluster.Cluster, name string) {
+func checkNodeInitialised(t *testing.T, c *realcluster.Cluster, name string) {
 	n, err := c.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func checkNodeInitialised(t *testing.T, c *cluster.Cluster, name string) {
 // kubernetes Service's cluster IP (kube-proxy's DNAT to its endpoint), as
 // Pods do, also after the full resyncs kube-proxy makes when our
 // controller manager labels the Nodes with their zone.
-func checkKubernetesService(t *testing.T, c *cluster.Cluster) {
+func checkKubernetesService(t *testing.T, c *realcluster.Cluster) {
 	svc, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Get(t.Context(), "kubernetes", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -280,13 +280,13 @@ func checkKubernetesService(t *testing.T, c *cluster.Cluster) {
 // checkLoadBalancer creates a Deployment and a LoadBalancer Service as a
 // user does and sends requests from a client host through the address:
 // Pods of the Deployment answer, on both workers.
-func checkLoadBalancer(t *testing.T, c *cluster.Cluster) {
+func checkLoadBalancer(t *testing.T, c *realcluster.Cluster) {
 	ctx := t.Context()
 	const ns, name = "default", "echo"
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, c.EchoDeployment(ns, name, 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, cluster.LoadBalancerService(ns, name), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, realcluster.LoadBalancerService(ns, name), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitDeploymentReady(ctx, ns, name); err != nil {

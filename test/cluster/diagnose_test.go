@@ -10,8 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // diagnose logs what a failed check leaves to look at, from the places
@@ -20,7 +20,7 @@ import (
 // the apiserver has them, the LoadBalancer of service, every load-balancer
 // host's links, addresses and groundcloud tables, and the tails of the
 // agents', kube-proxies' and node's own log files on disk.
-func diagnose(t *testing.T, c *cluster.Cluster, node, service string) {
+func diagnose(t *testing.T, c *realcluster.Cluster, node, service string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -54,7 +54,7 @@ func diagnose(t *testing.T, c *cluster.Cluster, node, service string) {
 			continue
 		}
 		for _, log := range n.Logs() {
-			t.Logf("%s: tail of %s:\n%s", n.Name, log, testbed.LogTail(log, 40))
+			t.Logf("%s: tail of %s:\n%s", n.Name, log, controlplane.LogTail(log, 40))
 		}
 		logPodTails(t, n, 40, "groundcloud-agent", "kube-proxy")
 	}
@@ -62,12 +62,12 @@ func diagnose(t *testing.T, c *cluster.Cluster, node, service string) {
 
 // logPodTails logs the last lines of the node's log files of the Pods
 // whose directory names contain one of names.
-func logPodTails(t *testing.T, n *cluster.Node, lines int, names ...string) {
+func logPodTails(t *testing.T, n *realcluster.Node, lines int, names ...string) {
 	t.Helper()
 	for _, log := range n.PodLogs() {
 		base := filepath.Base(filepath.Dir(filepath.Dir(log)))
 		if slices.ContainsFunc(names, func(s string) bool { return strings.Contains(base, s) }) {
-			t.Logf("%s: tail of %s:\n%s", n.Name, log, testbed.LogTail(log, lines))
+			t.Logf("%s: tail of %s:\n%s", n.Name, log, controlplane.LogTail(log, lines))
 		}
 	}
 }

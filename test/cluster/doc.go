@@ -1,5 +1,5 @@
 // Package clustertest holds the end-to-end tests that run on a real
-// cluster (internal/cluster): kubelets and containerd in network-namespace
+// cluster (test/framework/realcluster): kubelets and containerd in network-namespace
 // nodes, groundcloud installed from deploy/ as Pods, and the check that the
 // machine is as before once the cluster is gone.
 //

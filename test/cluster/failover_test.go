@@ -18,16 +18,16 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // Failover of the addresses the load-balancer hosts share over memberlist
 // (deploy/'s agents, --vip-ownership=memberlist), on the path users run:
 // a client host opens a new connection every 20 ms and pings four
-// long-lived ones (internal/availability) through a VIP → the holder →
+// long-lived ones (test/framework/availability) through a VIP → the holder →
 // a worker's kube-proxy → the line echo of a groundcloud-echo Pod, while a
 // record of which host holds which address is kept every 20 ms.
 const (
@@ -43,10 +43,10 @@ const (
 // haScenario is a Deployment of echo Pods on the workers and the
 // LoadBalancer Services in front of it that a failover check creates.
 type haScenario struct {
-	c       *cluster.Cluster
+	c       *realcluster.Cluster
 	dyn     dynamic.Interface
-	lbs     []*lab.Host
-	client  *lab.Host
+	lbs     []*netlab.Host
+	client  *netlab.Host
 	holders *availability.Holders
 	app     string
 	// mods shape every Service (forwarding, policy).
@@ -59,7 +59,7 @@ type haScenario struct {
 // newHAScenario runs two echo Pods named app, one on each worker, and
 // records the load-balancer hosts' addresses until t ends. The Services the
 // checks create are deleted when t ends too.
-func newHAScenario(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, app string, mods ...func(*corev1.Service)) *haScenario {
+func newHAScenario(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, app string, mods ...func(*corev1.Service)) *haScenario {
 	t.Helper()
 	ctx := t.Context()
 	d := c.EchoDeployment(echoNS, app, 2)
@@ -104,13 +104,13 @@ func newHAScenario(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, app 
 func (s *haScenario) createService(t *testing.T, name string, want int, mods ...func(*corev1.Service)) []netip.Addr {
 	t.Helper()
 	ctx := t.Context()
-	svc := cluster.LoadBalancerService(echoNS, name)
+	svc := realcluster.LoadBalancerService(echoNS, name)
 	svc.Labels = map[string]string{"groundcloud.test/app": s.app}
 	svc.Annotations = map[string]string{}
 	svc.Spec.Selector = map[string]string{"app": s.app}
 	svc.Spec.Ports = []corev1.ServicePort{
-		{Name: "lines", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(cluster.EchoLinesPort)},
-		{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080, TargetPort: intstr.FromInt32(cluster.EchoHTTPPort)},
+		{Name: "lines", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)},
+		{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080, TargetPort: intstr.FromInt32(realcluster.EchoHTTPPort)},
 	}
 	for _, m := range slices.Concat(s.mods, mods) {
 		m(svc)
@@ -229,7 +229,7 @@ func (s *haScenario) withoutHost(vips []netip.Addr, before map[netip.Addr]string
 
 // lbIndex is the index of a load-balancer host in s.lbs.
 func (s *haScenario) lbIndex(name string) int {
-	return slices.IndexFunc(s.lbs, func(h *lab.Host) bool { return h.Name == name })
+	return slices.IndexFunc(s.lbs, func(h *netlab.Host) bool { return h.Name == name })
 }
 
 // statusOf returns LoadBalancer name and the host its status says holds

@@ -27,10 +27,10 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/backends"
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/echo"
-	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+	"github.com/groundcloud/groundcloud/test/images/echo"
 )
 
 // The load-balancer scenarios on the real path: a client host → the VIP on
@@ -90,7 +90,7 @@ type receivers struct {
 	podNets map[netip.Prefix]string
 }
 
-func newReceivers(t *testing.T, c *cluster.Cluster) receivers {
+func newReceivers(t *testing.T, c *realcluster.Cluster) receivers {
 	t.Helper()
 	r := receivers{nodes: map[netip.Addr]string{}, podNets: map[netip.Prefix]string{}}
 	for _, n := range c.Nodes {
@@ -122,7 +122,7 @@ func (r receivers) of(a netip.Addr) string {
 
 // lbScenario is one Deployment of echo Pods and its LoadBalancer Service.
 type lbScenario struct {
-	c    *cluster.Cluster
+	c    *realcluster.Cluster
 	name string
 	vips []netip.Addr
 }
@@ -135,7 +135,7 @@ const anyOf = "any-of"
 // picks, if any) and a LoadBalancer Service in front of them, changed by
 // mods, and waits for the Pods and an address of each family the Service
 // asks for.
-func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel map[string]string, mods ...func(*corev1.Service)) *lbScenario {
+func deploy(t *testing.T, c *realcluster.Cluster, name string, replicas int32, sel map[string]string, mods ...func(*corev1.Service)) *lbScenario {
 	t.Helper()
 	ctx := t.Context()
 	createEcho(t, c, name, replicas, sel)
@@ -168,7 +168,7 @@ func deploy(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel m
 // createEcho creates the echo Deployment name with replicas Pods on the
 // nodes sel selects (anyOf: any of a list; none: spread over all), deleted
 // when the test ends.
-func createEcho(t *testing.T, c *cluster.Cluster, name string, replicas int32, sel map[string]string) {
+func createEcho(t *testing.T, c *realcluster.Cluster, name string, replicas int32, sel map[string]string) {
 	t.Helper()
 	d := c.EchoDeployment(echoNS, name, replicas)
 	d.Spec.Template.Spec.NodeSelector = sel
@@ -198,11 +198,11 @@ func createEcho(t *testing.T, c *cluster.Cluster, name string, replicas int32, s
 // exposeProxy creates the LoadBalancer Service name (TCP 80 and UDP 53,
 // proxy forwarding; passthroughs are in passthrough_test.go) for the echo
 // Deployment of that name, changed by mods, deleted when the test ends.
-func exposeProxy(t *testing.T, c *cluster.Cluster, name string, mods ...func(*corev1.Service)) *corev1.Service {
+func exposeProxy(t *testing.T, c *realcluster.Cluster, name string, mods ...func(*corev1.Service)) *corev1.Service {
 	t.Helper()
-	svc := cluster.LoadBalancerService(echoNS, name)
+	svc := realcluster.LoadBalancerService(echoNS, name)
 	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
-	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)})
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(realcluster.EchoUDPPort)})
 	for _, m := range mods {
 		m(svc)
 	}
@@ -307,7 +307,7 @@ func survey(t *testing.T, client *http.Client, r receivers, url string, n int) m
 	return got
 }
 
-func lbClient(h *lab.Host) *http.Client {
+func lbClient(h *netlab.Host) *http.Client {
 	c := h.HTTPClient()
 	c.Timeout = 3 * time.Second
 	return c
@@ -319,7 +319,7 @@ func lbClient(h *lab.Host) *http.Client {
 // reach through its own DNAT (netfilter maps a connection's destination
 // once per hook, so kube-proxy's NodePort rule would never see it); every
 // other node receives its share.
-func checkHostAsNode(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+func checkHostAsNode(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
 	for _, v6 := range []bool{false, true} {
@@ -344,14 +344,14 @@ func checkHostAsNode(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s 
 
 // deployWeb is the scenario most checks share: four echo Pods, spread by
 // the scheduler, behind a dual-stack Service with TCP and UDP ports.
-func deployWeb(t *testing.T, c *cluster.Cluster) *lbScenario {
+func deployWeb(t *testing.T, c *realcluster.Cluster) *lbScenario {
 	return deploy(t, c, "web", 4, nil, func(svc *corev1.Service) {
 		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 	})
 }
 
 // checkUDP: datagrams through the VIP are answered by the Pods.
-func checkUDP(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+func checkUDP(t *testing.T, c *realcluster.Cluster, s *lbScenario) {
 	h := c.Clients["client"]
 	for _, v6 := range []bool{false, true} {
 		addr := netip.AddrPortFrom(s.vip(t, v6), 53)
@@ -381,7 +381,7 @@ func checkUDP(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 // checkLocalPolicy: with externalTrafficPolicy Local, the nodes that get
 // connections are those whose healthCheckNodePort kube-proxy answers with
 // a local endpoint: where the Pod runs. Moving the Pod moves the traffic.
-func checkLocalPolicy(t *testing.T, c *cluster.Cluster) *lbScenario {
+func checkLocalPolicy(t *testing.T, c *realcluster.Cluster) *lbScenario {
 	ctx := t.Context()
 	on := func(node string) map[string]string { return map[string]string{corev1.LabelHostname: node} }
 	s := deploy(t, c, "local", 1, on("node-2"), func(svc *corev1.Service) {
@@ -433,7 +433,7 @@ func expectOnlyWithin(t *testing.T, client *http.Client, u, node string, d time.
 // 20 ms). The Local Service is its own: one deployed by an earlier subtest
 // is gone with that subtest (deploy's cleanup), and polling its old
 // address worked only while a later Service happened to get the same one.
-func checkNodeJoins(t *testing.T, c *cluster.Cluster, web *lbScenario, node string) {
+func checkNodeJoins(t *testing.T, c *realcluster.Cluster, web *lbScenario, node string) {
 	ctx := t.Context()
 	const name = "joining"
 	t.Cleanup(func() {
@@ -539,7 +539,7 @@ func keepSurveying(t *testing.T, client *http.Client, u string) func() surveyed 
 // handling of a deleted Node is checked where a simulated node's health
 // stays good after its Node is gone (test/e2e
 // TestNodeChangeWritesNoLoadBalancer).
-func checkNodeDeleted(t *testing.T, c *cluster.Cluster, s *lbScenario, node string) {
+func checkNodeDeleted(t *testing.T, c *realcluster.Cluster, s *lbScenario, node string) {
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
 	u := url(s.vip(t, false))
@@ -554,7 +554,7 @@ func checkNodeDeleted(t *testing.T, c *cluster.Cluster, s *lbScenario, node stri
 // taint the cluster autoscaler sets before it removes a node makes its
 // /healthz answer 503) gets no new connections; without the taint it gets
 // them again.
-func checkDrainedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+func checkDrainedNode(t *testing.T, c *realcluster.Cluster, s *lbScenario) {
 	ctx := t.Context()
 	const node = "node-1"
 	taint := corev1.Taint{Key: "ToBeDeletedByClusterAutoscaler", Value: "1", Effect: corev1.TaintEffectNoSchedule}
@@ -590,7 +590,7 @@ func checkDrainedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 
 // checkSourceRanges: a Service with loadBalancerSourceRanges answers a
 // client inside them only.
-func checkSourceRanges(t *testing.T, c *cluster.Cluster) {
+func checkSourceRanges(t *testing.T, c *realcluster.Cluster) {
 	inside, outsider := c.Clients["client"], c.Clients["outsider"]
 	s := deploy(t, c, "ranged", 2, nil, func(svc *corev1.Service) {
 		svc.Spec.LoadBalancerSourceRanges = []string{netip.PrefixFrom(inside.Addr4, 32).String()}
@@ -613,7 +613,7 @@ func checkSourceRanges(t *testing.T, c *cluster.Cluster) {
 // asserted: with proxy forwarding one was reset once in five runs on this
 // test bed, not yet explained (the link-down check asserts survival, and so
 // does passthrough's after an agent kill).
-func checkFailover(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+func checkFailover(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
@@ -664,7 +664,7 @@ type keepAlive struct {
 	rd   *bufio.Reader
 }
 
-func dialKeepAlive(ctx context.Context, h *lab.Host, addr netip.AddrPort) (*keepAlive, answer, error) {
+func dialKeepAlive(ctx context.Context, h *netlab.Host, addr netip.AddrPort) (*keepAlive, answer, error) {
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	conn, err := h.DialTCP(dctx, addr)
@@ -700,7 +700,7 @@ func (k *keepAlive) Close() { _ = k.conn.Close() }
 // checkPodRoutes: every node reaches a Pod on every other node by its
 // address on node-ipam's pod network, over the routes groundcloud-router
 // programs from the Route objects.
-func checkPodRoutes(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+func checkPodRoutes(t *testing.T, c *realcluster.Cluster, s *lbScenario) {
 	pods, err := c.Client.CoreV1().Pods(echoNS).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + s.name})
 	if err != nil {
 		t.Fatal(err)
@@ -712,7 +712,7 @@ func checkPodRoutes(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 				if n.Name == p.Spec.NodeName {
 					continue
 				}
-				a, err := get(t.Context(), lbClient(n.Host), fmt.Sprintf("http://%s/", netip.AddrPortFrom(addr, cluster.EchoHTTPPort)))
+				a, err := get(t.Context(), lbClient(n.Host), fmt.Sprintf("http://%s/", netip.AddrPortFrom(addr, realcluster.EchoHTTPPort)))
 				if err != nil {
 					t.Errorf("%s → pod %s on %s at %s: %v", n.Name, p.Name, p.Spec.NodeName, addr, err)
 					continue
@@ -730,7 +730,7 @@ func checkPodRoutes(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 // a long-lived connection to a worker lives on through it, and new
 // connections are answered. When the link is back, the address settles
 // with one holder and traffic flows.
-func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+func checkLinkDown(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
@@ -822,7 +822,7 @@ func checkLinkDown(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *l
 // workerConn opens a long-lived connection through vip that reaches a
 // worker (the buckets of a load-balancer host's own node are the only ones
 // a takeover moves: see dataplane.ForNewFlows) and a Pod not on node avoid.
-func workerConn(t *testing.T, h *lab.Host, r receivers, vip netip.Addr, avoid string) *keepAlive {
+func workerConn(t *testing.T, h *netlab.Host, r receivers, vip netip.Addr, avoid string) *keepAlive {
 	t.Helper()
 	for range 50 {
 		k, a, err := dialKeepAlive(t.Context(), h, netip.AddrPortFrom(vip, 80))
@@ -871,7 +871,7 @@ func untilSpread(t *testing.T, client *http.Client, r receivers, u, what string,
 // holds its address is what proxy forwarding cannot serve (the holder
 // would DNAT to its own NodePort). The holder says so: a Warning Event
 // OwnNodeOnly on the Service and that reason on its Programmed condition.
-func checkOwnNodeOnly(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
+func checkOwnNodeOnly(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) {
 	ctx := t.Context()
 	s := deploy(t, c, "solo", 1, map[string]string{corev1.LabelHostname: "node-1"}, func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
@@ -917,7 +917,7 @@ func checkOwnNodeOnly(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
 // checkExcludedNode: a Node labelled as Kubernetes excludes a node from
 // load balancers gets no new connections; without the label it gets them
 // again.
-func checkExcludedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+func checkExcludedNode(t *testing.T, c *realcluster.Cluster, s *lbScenario) {
 	ctx := t.Context()
 	const node = "node-2"
 	label := func(ctx context.Context, on bool) {
@@ -939,7 +939,7 @@ func checkExcludedNode(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 // worker whose kube-proxy stops answering its /healthz gets no new
 // connections, and gets them again once it answers. When the apiserver is
 // back, so is everything else.
-func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+func checkAPIServerAway(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	const worker = "node-2"
 	vip := s.vip(t, false)
 	own := stableHolder(t, c, dyn, s.name, vip)
@@ -1018,7 +1018,7 @@ func checkAPIServerAway(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface,
 // kubeProxyFreezer returns a function that stops (SIGSTOP) or resumes
 // (SIGCONT) kube-proxy on node, as a process that hangs; the test ends with
 // it running.
-func kubeProxyFreezer(t *testing.T, c *cluster.Cluster, node string) func(frozen bool) {
+func kubeProxyFreezer(t *testing.T, c *realcluster.Cluster, node string) func(frozen bool) {
 	t.Helper()
 	_, id, err := c.PodContainer(t.Context(), metav1.NamespaceSystem, "k8s-app=kube-proxy", node)
 	if err != nil {
@@ -1049,7 +1049,7 @@ func kubeProxyFreezer(t *testing.T, c *cluster.Cluster, node string) func(frozen
 
 // hostHolds reports whether a load-balancer host has vip on its interface
 // and in its nftables ruleset.
-func hostHolds(t *testing.T, h *lab.Host, vip netip.Addr) (addr, rules bool) {
+func hostHolds(t *testing.T, h *netlab.Host, vip netip.Addr) (addr, rules bool) {
 	t.Helper()
 	out, err := h.Command(t.Context(), "ip", "-o", "addr", "show", "dev", h.Iface).CombinedOutput()
 	if err != nil {
@@ -1070,7 +1070,7 @@ func hostHolds(t *testing.T, h *lab.Host, vip netip.Addr) (addr, rules bool) {
 // different ports (allow-shared-ip), each answered by its own Pods;
 // deleting them frees the address (no host holds it, no rule names it, it
 // answers no more) and a new Service can request it.
-func checkSharedAddress(t *testing.T, c *cluster.Cluster) {
+func checkSharedAddress(t *testing.T, c *realcluster.Cluster) {
 	ctx := t.Context()
 	vip := netip.MustParseAddr("192.0.2.215")
 	shared := func(port int32) func(*corev1.Service) {
@@ -1136,12 +1136,12 @@ func checkSharedAddress(t *testing.T, c *cluster.Cluster) {
 // checkHostRetired: a load-balancer host whose label is removed loses its
 // agent Pod, which shuts down cleanly: its table and addresses are gone,
 // the other host serves every address. Labelled again, it serves again.
-func checkHostRetired(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
+func checkHostRetired(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
 	node := c.Node(own)
-	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, cluster.LoadBalancerLabel, on) }
+	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, realcluster.LoadBalancerLabel, on) }
 	label(ctx, false)
 	t.Cleanup(func() { label(context.Background(), true) })
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -1180,7 +1180,7 @@ func checkHostRetired(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, s
 // (none in its hold-down after a restart or a link coming back, when it
 // would not yet take addresses over) and exactly one host has vip, and
 // returns that host: the one whose kernel holds the address.
-func settledHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name string, vip netip.Addr) string {
+func settledHolder(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, name string, vip netip.Addr) string {
 	t.Helper()
 	var held []string
 	var members map[string]string
@@ -1224,7 +1224,7 @@ func settledHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name
 // it, while its Member condition still says Ready from before. Checks that
 // then cut the agents off the apiserver need the holder they start with to
 // stay.
-func stableHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name string, vip netip.Addr) string {
+func stableHolder(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, name string, vip netip.Addr) string {
 	t.Helper()
 	held := settledHolder(t, c, dyn, name, vip)
 	for range 5 {
@@ -1244,7 +1244,7 @@ func stableHolder(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface, name 
 // each: the load-balancer hosts' nodes fail its healthCheckNodePort, so
 // every host computes the same buckets (no host's own node is among the
 // healthy ones: see dataplane.ForNewFlows) and a failover moves no flow.
-func deployOnWorkers(t *testing.T, c *cluster.Cluster, name string) *lbScenario {
+func deployOnWorkers(t *testing.T, c *realcluster.Cluster, name string) *lbScenario {
 	t.Helper()
 	s := deploy(t, c, name, 2, map[string]string{anyOf: "node-1,node-2"}, func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
@@ -1256,7 +1256,7 @@ func deployOnWorkers(t *testing.T, c *cluster.Cluster, name string) *lbScenario 
 // waitPodNetwork waits until every node reaches every Pod of s on another
 // node: after a link comes back, the routes through it are gone until
 // groundcloud-router's next full check puts the pod routes back.
-func waitPodNetwork(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+func waitPodNetwork(t *testing.T, c *realcluster.Cluster, s *lbScenario) {
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -1276,7 +1276,7 @@ func waitPodNetwork(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 				}
 				client := lbClient(n.Host)
 				client.Timeout = time.Second
-				if _, err := get(ctx, client, fmt.Sprintf("http://%s/", netip.AddrPortFrom(addr, cluster.EchoHTTPPort))); err != nil {
+				if _, err := get(ctx, client, fmt.Sprintf("http://%s/", netip.AddrPortFrom(addr, realcluster.EchoHTTPPort))); err != nil {
 					last = fmt.Errorf("%s → %s on %s: %w", n.Name, p.Name, p.Spec.NodeName, err)
 					return false, nil
 				}
@@ -1290,7 +1290,7 @@ func waitPodNetwork(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 }
 
 // setNodeLabel sets a Node's label key to "true", or removes it.
-func setNodeLabel(ctx context.Context, t *testing.T, c *cluster.Cluster, node, key string, on bool) {
+func setNodeLabel(ctx context.Context, t *testing.T, c *realcluster.Cluster, node, key string, on bool) {
 	t.Helper()
 	value := "null"
 	if on {
@@ -1303,7 +1303,7 @@ func setNodeLabel(ctx context.Context, t *testing.T, c *cluster.Cluster, node, k
 }
 
 // moveTo has a Deployment's Pods run on node (its kubelet's hostname).
-func moveTo(ctx context.Context, t *testing.T, c *cluster.Cluster, name, node string) {
+func moveTo(ctx context.Context, t *testing.T, c *realcluster.Cluster, name, node string) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:%q}}}}}`, corev1.LabelHostname, node)
 	if _, err := c.Client.AppsV1().Deployments(echoNS).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -1320,7 +1320,7 @@ func moveTo(ctx context.Context, t *testing.T, c *cluster.Cluster, name, node st
 // gone its router, which watches the kernel's routes, puts its own back,
 // and the node carries traffic again. Without the agents' wait, the connections that its
 // kube-proxy sends to a Pod elsewhere fail.
-func checkRoutesMissing(t *testing.T, c *cluster.Cluster, s *lbScenario) {
+func checkRoutesMissing(t *testing.T, c *realcluster.Cluster, s *lbScenario) {
 	ctx := t.Context()
 	const node = "node-2"
 	h := c.Node(node).Host
@@ -1372,7 +1372,7 @@ func checkRoutesMissing(t *testing.T, c *cluster.Cluster, s *lbScenario) {
 
 // waitPodRoutesCondition waits until node's groundcloud.io/PodRoutes
 // condition has status.
-func waitPodRoutesCondition(t *testing.T, c *cluster.Cluster, node string, status corev1.ConditionStatus) {
+func waitPodRoutesCondition(t *testing.T, c *realcluster.Cluster, node string, status corev1.ConditionStatus) {
 	t.Helper()
 	var last []corev1.NodeCondition
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

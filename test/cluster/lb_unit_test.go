@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/groundcloud/groundcloud/internal/echo"
+	"github.com/groundcloud/groundcloud/test/images/echo"
 )
 
 // TestParseAnswer reads what groundcloud-echo says.

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // checkLocalFromTheStart: a new Local Service whose only Pod runs on
@@ -29,7 +29,7 @@ import (
 // (checkLocalAcrossAgentRestarts). The switch from Cluster to Local is
 // checkLocalSwitch. (test/e2e TestLocalTrafficFromTheStart also checks a
 // clean agent stop on simulated nodes.)
-func checkLocalFromTheStart(t *testing.T, c *cluster.Cluster) {
+func checkLocalFromTheStart(t *testing.T, c *realcluster.Cluster) {
 	const node, want = "node-2", 200
 	// Requested, so that the client can dial it before it exists; near the
 	// end of the pool, which nothing before this check reaches.
@@ -102,7 +102,7 @@ func checkLocalFromTheStart(t *testing.T, c *cluster.Cluster) {
 // kube-proxy would drop what reached a node without the Pod. A client
 // connects through addr every 20 ms meanwhile: every connection must be
 // answered by node's Pod.
-func checkLocalAcrossAgentRestarts(t *testing.T, c *cluster.Cluster, addr netip.Addr, node string) {
+func checkLocalAcrossAgentRestarts(t *testing.T, c *realcluster.Cluster, addr netip.Addr, node string) {
 	ctx := t.Context()
 	client := lbClient(c.Clients["client"])
 	client.Timeout = time.Second
@@ -158,7 +158,7 @@ func checkLocalAcrossAgentRestarts(t *testing.T, c *cluster.Cluster, addr netip.
 // every load-balancer host reports the Local generation programmed, 200
 // connections in a row must each be answered, which they are only if no
 // node without the Pod gets one.
-func checkLocalSwitch(t *testing.T, c *cluster.Cluster, dyn dynamic.Interface) {
+func checkLocalSwitch(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) {
 	ctx := t.Context()
 	const node, name, want = "node-2", "switch", 200
 	vip := c.Opts.Subnet4.Addr().As4()

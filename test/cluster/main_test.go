@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
 )
 
 // sandboxBinary is groundcloud-sandbox, built once by TestMain.
@@ -29,7 +29,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if _, err := sandbox.BuildBinaries(context.Background(), dir); err != nil {
+	if _, err := apionly.BuildBinaries(context.Background(), dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -25,16 +25,16 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // checkPassthrough runs passthrough forwarding (the pool's default) on
 // the cluster of TestCluster, whose two load-balancer hosts are also Nodes
 // with Pods: real kube-proxy on every node serves the addresses as ipMode
 // VIP.
-func checkPassthrough(t *testing.T, c *cluster.Cluster) {
+func checkPassthrough(t *testing.T, c *realcluster.Cluster) {
 	const ns = "default"
 	// Three replicas over four nodes (a soft spread): Local Services then
 	// have nodes with and without an endpoint.
@@ -145,7 +145,7 @@ func checkPassthrough(t *testing.T, c *cluster.Cluster) {
 	}
 
 	t.Run("replies do not cross the load-balancer hosts", func(t *testing.T) {
-		var lbs []*lab.Host
+		var lbs []*netlab.Host
 		for _, n := range c.Nodes {
 			if n.LoadBalancer {
 				lbs = append(lbs, n.Host)
@@ -280,12 +280,12 @@ func checkPassthrough(t *testing.T, c *cluster.Cluster) {
 	})
 }
 
-func lbObjects(t *testing.T, c *cluster.Cluster) *lbapi.Client {
+func lbObjects(t *testing.T, c *realcluster.Cluster) *lbapi.Client {
 	t.Helper()
 	return lbapi.NewClient(dynOf(t, c))
 }
 
-func dynOf(t *testing.T, c *cluster.Cluster) dynamic.Interface {
+func dynOf(t *testing.T, c *realcluster.Cluster) dynamic.Interface {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(c.CP.RESTConfig())
 	if err != nil {
@@ -304,16 +304,16 @@ func family(a netip.Addr) string {
 // passthroughService serves the Pods labelled app=name on TCP 80 and UDP
 // 53, dual-stack, from the pool's default (passthrough) forwarding.
 func passthroughService(ns, name string, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
-	s := cluster.LoadBalancerService(ns, name)
+	s := realcluster.LoadBalancerService(ns, name)
 	s.Spec.ExternalTrafficPolicy = policy
 	s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 	s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(cluster.EchoUDPPort)})
+	s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(realcluster.EchoUDPPort)})
 	return s
 }
 
 // waitIngress waits for both addresses of a Service.
-func waitIngress(t *testing.T, c *cluster.Cluster, ns, name string) []netip.Addr {
+func waitIngress(t *testing.T, c *realcluster.Cluster, ns, name string) []netip.Addr {
 	t.Helper()
 	var out []netip.Addr
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -337,7 +337,7 @@ func waitIngress(t *testing.T, c *cluster.Cluster, ns, name string) []netip.Addr
 // a worker and served by a Pod on a worker (not by a load-balancer host,
 // whose failure would end the flows its node carries), and returns it with
 // its first answer.
-func keepAliveOnWorker(t *testing.T, c *cluster.Cluster, h *lab.Host, vip netip.Addr) (*keepAlive, answer) {
+func keepAliveOnWorker(t *testing.T, c *realcluster.Cluster, h *netlab.Host, vip netip.Addr) (*keepAlive, answer) {
 	t.Helper()
 	r := newReceivers(t, c)
 	for range 30 {
@@ -356,7 +356,7 @@ func keepAliveOnWorker(t *testing.T, c *cluster.Cluster, h *lab.Host, vip netip.
 
 // killAgent kills the agent's container on node as a crash would and
 // waits until its kubelet has restarted it and it is ready.
-func killAgent(t *testing.T, c *cluster.Cluster, node string) {
+func killAgent(t *testing.T, c *realcluster.Cluster, node string) {
 	t.Helper()
 	pod, id, err := c.AgentContainer(t.Context(), node)
 	if err != nil {
@@ -398,7 +398,7 @@ func countTable(vips []netip.Addr) string {
 		strings.Join(to, "\n") + "\n" + strings.Join(from, "\n") + "\n }\n}\n"
 }
 
-func runNft(t *testing.T, h *lab.Host, ruleset string) {
+func runNft(t *testing.T, h *netlab.Host, ruleset string) {
 	t.Helper()
 	cmd := h.Command(t.Context(), "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(ruleset)
@@ -409,7 +409,7 @@ func runNft(t *testing.T, h *lab.Host, ruleset string) {
 
 // countersIn sums the "to" counters and the "from" counters of
 // countTable.
-func countersIn(t *testing.T, h *lab.Host) [2]int {
+func countersIn(t *testing.T, h *netlab.Host) [2]int {
 	t.Helper()
 	out, err := h.Command(t.Context(), "nft", "list", "table", "netdev", "passthrough-count").Output()
 	if err != nil {
@@ -428,7 +428,7 @@ func countersIn(t *testing.T, h *lab.Host) [2]int {
 }
 
 // conntrackEntries counts the entries of the flow src -> vip in h.
-func conntrackEntries(t *testing.T, h *lab.Host, src netip.AddrPort, vip netip.Addr) int {
+func conntrackEntries(t *testing.T, h *netlab.Host, src netip.AddrPort, vip netip.Addr) int {
 	t.Helper()
 	fam := netlink.InetFamily(unix.AF_INET)
 	if vip.Is6() {
@@ -497,7 +497,7 @@ func dialFromPid(pid int, addr netip.AddrPort) (string, error) {
 
 // waitAnsweredByPodNodes waits until connections through url have been
 // answered by every node that runs a ready Pod of app in ns.
-func waitAnsweredByPodNodes(t *testing.T, c *cluster.Cluster, ns, app string, client *http.Client, url string) {
+func waitAnsweredByPodNodes(t *testing.T, c *realcluster.Cluster, ns, app string, client *http.Client, url string) {
 	t.Helper()
 	want := map[string]bool{}
 	seen := map[string]bool{}

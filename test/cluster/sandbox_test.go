@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundcloud/groundcloud/internal/cluster"
-	"github.com/groundcloud/groundcloud/internal/echo"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+	"github.com/groundcloud/groundcloud/test/images/echo"
 )
 
 // TestSandbox runs the README's first command as a user would, with
@@ -131,11 +131,11 @@ func checkSandboxL2(t *testing.T, summary []string) {
 func sandboxNetns(name string) bool { return strings.HasPrefix(name, "gcsandbox-") }
 
 // hostState reads the machine's state while no test-bed cluster runs.
-func hostState(t *testing.T) cluster.HostState {
+func hostState(t *testing.T) realcluster.HostState {
 	t.Helper()
-	var s cluster.HostState
-	err := cluster.WithHostLock(t.Context(), func() (err error) {
-		s, err = cluster.TakeHostState(t.Context(), sandboxNetns)
+	var s realcluster.HostState
+	err := realcluster.WithHostLock(t.Context(), func() (err error) {
+		s, err = realcluster.TakeHostState(t.Context(), sandboxNetns)
 		return err
 	})
 	if err != nil {
@@ -145,7 +145,7 @@ func hostState(t *testing.T) cluster.HostState {
 }
 
 // expectAsBefore compares the machine's state with before.
-func expectAsBefore(t *testing.T, before cluster.HostState) {
+func expectAsBefore(t *testing.T, before realcluster.HostState) {
 	t.Helper()
 	for _, d := range before.Diff(hostState(t)) {
 		t.Errorf("the machine differs: %s", d)

@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/availability"
-	"github.com/groundcloud/groundcloud/internal/lab"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // splitBrain is TestCluster's failover between its two load-balancer hosts
@@ -272,7 +272,7 @@ func (s *splitBrain) checkGossipCut(t *testing.T) {
 }
 
 // nftIn runs an nft command in a host's network namespace.
-func nftIn(t *testing.T, h *lab.Host, cmd string) {
+func nftIn(t *testing.T, h *netlab.Host, cmd string) {
 	t.Helper()
 	out, err := h.Command(t.Context(), "nft", cmd).CombinedOutput()
 	if err != nil {

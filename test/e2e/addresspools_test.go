@@ -24,7 +24,7 @@ import (
 // allocations, after a reload that orphans addresses, and after one that
 // removes a pool and adds another (the removed pool's object is deleted).
 // Nothing is written while nothing changes. (That nobody else may write
-// one: internal/manifests TestOnlyTheControllerManagerWritesAddressPools.)
+// one: test/framework/manifests TestOnlyTheControllerManagerWritesAddressPools.)
 // `kubectl get loadbalancers` prints addresses as plain text.
 func TestAddressPools(t *testing.T) {
 	env := startLBEnv(t)

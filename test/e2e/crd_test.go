@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/groundcloud/groundcloud/internal/lbapi"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // TestCRDValidation installs the CRDs as the controller manager does and
@@ -19,7 +19,7 @@ func TestCRDValidation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd and kube-apiserver")
 	}
-	cp := testbed.StartT(t, testbed.Options{})
+	cp := controlplane.StartT(t, controlplane.Options{})
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/membership"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // TestGossipKeysDiffer has two LB hosts whose agents were given different
@@ -151,7 +151,7 @@ type announcements struct {
 
 // watchAnnouncements listens on h's link for gratuitous ARP about vips
 // until stop.
-func watchAnnouncements(t *testing.T, h *lab.Host, vips []netip.Addr) *announcements {
+func watchAnnouncements(t *testing.T, h *netlab.Host, vips []netip.Addr) *announcements {
 	t.Helper()
 	fd := -1
 	err := h.Do(func() error {

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/availability"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // holdDown is the agents' --ownership-hold-down in these tests: short, so
@@ -43,7 +43,7 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
 	}
-	tools, err := testbed.ToolsDir(t.Context())
+	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,14 +62,14 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 	for p := firstNodePort; p < firstNodePort+nodePorts; p++ {
 		ports = append(ports, uint16(p))
 	}
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
+	e, err := apionly.Start(t.Context(), apionly.Options{
 		Dir:      dir,
 		ToolsDir: tools,
-		Binaries: sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
+		Binaries: apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		LBHosts:  lbHosts,
 		Clients:  []string{"client"},
-		NodeSim:  sandbox.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
-		AgentArgs: func(e *sandbox.Env, i int) []string {
+		NodeSim:  apionly.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
+		AgentArgs: func(e *apionly.Env, i int) []string {
 			args := []string{
 				"--vip-ownership=memberlist",
 				"--gossip-key-file=" + keyFiles[i],
@@ -98,9 +98,9 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 	t.Cleanup(func() {
 		holders.Stop()
 		if t.Failed() {
-			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 40))
+			t.Logf("last lines of the controller manager:\n%s", controlplane.LogTail(e.CCMLog(), 40))
 			for i, h := range e.LBs {
-				t.Logf("last lines of the agent on %s:\n%s", h.Name, testbed.LogTail(e.Agent(i).LogPath, 80))
+				t.Logf("last lines of the agent on %s:\n%s", h.Name, controlplane.LogTail(e.Agent(i).LogPath, 80))
 			}
 		}
 		if err := e.Close(); err != nil {

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // monitorPeriod is the CCM's --node-monitor-period in these tests.
@@ -39,7 +39,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, err := sandbox.BuildBinaries(context.Background(), dir)
+	bins, err := apionly.BuildBinaries(context.Background(), dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -50,12 +50,12 @@ func run(m *testing.M) int {
 
 // cluster is one test's control plane and controller manager.
 type cluster struct {
-	cp         *testbed.ControlPlane
+	cp         *controlplane.ControlPlane
 	client     kubernetes.Interface
 	configPath string
 	ccmLog     string
 	ccmArgs    []string
-	ccm        *sandbox.Process
+	ccm        *apionly.Process
 }
 
 // startCluster starts a control plane and the controller manager with the
@@ -65,11 +65,11 @@ func startCluster(t *testing.T, cloudConfig string) *cluster {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver and our binaries")
 	}
-	return startClusterWith(t, testbed.StartT(t, testbed.Options{}), cloudConfig)
+	return startClusterWith(t, controlplane.StartT(t, controlplane.Options{}), cloudConfig)
 }
 
 // startClusterWith starts the controller manager against cp.
-func startClusterWith(t *testing.T, cp *testbed.ControlPlane, cloudConfig string) *cluster {
+func startClusterWith(t *testing.T, cp *controlplane.ControlPlane, cloudConfig string) *cluster {
 	t.Helper()
 	cl := &cluster{cp: cp, client: cp.Client()}
 	dir := t.TempDir()
@@ -107,16 +107,16 @@ func (cl *cluster) restartCCM(t *testing.T) {
 
 // startProcess runs a binary for the rest of the test with its output in
 // logPath; it is stopped at cleanup, and its log is shown if the test failed.
-func startProcess(t *testing.T, logPath, bin string, args ...string) *sandbox.Process {
+func startProcess(t *testing.T, logPath, bin string, args ...string) *apionly.Process {
 	t.Helper()
-	p, err := sandbox.StartProcess(logPath, bin, args...)
+	p, err := apionly.StartProcess(logPath, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = p.Stop()
 		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", filepath.Base(bin), testbed.LogTail(logPath, 60))
+			t.Logf("last lines of %s:\n%s", filepath.Base(bin), controlplane.LogTail(logPath, 60))
 		}
 	})
 	return p
@@ -127,7 +127,7 @@ func startProcess(t *testing.T, logPath, bin string, args ...string) *sandbox.Pr
 // addresses.
 func createKubeletNode(t *testing.T, c kubernetes.Interface, name string, ready v1.ConditionStatus, addresses ...v1.NodeAddress) {
 	t.Helper()
-	if err := sandbox.RegisterNode(context.Background(), c, name, ready, addresses...); err != nil {
+	if err := apionly.RegisterNode(context.Background(), c, name, ready, addresses...); err != nil {
 		t.Fatal(err)
 	}
 }

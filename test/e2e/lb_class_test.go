@@ -13,7 +13,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/lbclass"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
 )
 
 const foreignClass = "example.com/other-load-balancer"
@@ -84,7 +84,7 @@ func TestLoadBalancerClass(t *testing.T) {
 // status, no LoadBalancer, no address) as are those of another class, and
 // Services of the class are served as with the default flags.
 func TestLoadBalancerClassOnly(t *testing.T) {
-	env := startLBEnv(t, func(o *sandbox.Options) {
+	env := startLBEnv(t, func(o *apionly.Options) {
 		o.ExtraCCMArgs = append(o.ExtraCCMArgs, "--load-balancer-class-only")
 	})
 	waitLog(t, env.CCMLog(), "Not starting the service controller")

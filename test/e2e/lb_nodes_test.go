@@ -15,7 +15,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/lbapi"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
 )
 
 // TestNodesJoiningLater registers Nodes after the Service exists, as
@@ -36,7 +36,7 @@ import (
 // order for itself; TestCluster has a real kubelet joining the running
 // cluster, and a deleted Node no longer a backend.
 func TestNodesJoiningLater(t *testing.T) {
-	env := startLBEnv(t, func(o *sandbox.Options) {
+	env := startLBEnv(t, func(o *apionly.Options) {
 		o.Nodes, o.Unregistered = 7, 4
 		o.Unlisted = []string{"node-4", "node-6", "node-7"}
 	})
@@ -129,7 +129,7 @@ func setStatus(t *testing.T, env *lbEnv, name string, ready v1.ConditionStatus, 
 // learn of the node from a LoadBalancer write, so every VIP reaching it
 // implies writes.
 func TestNodeChangeWritesNoLoadBalancer(t *testing.T) {
-	env := startLBEnv(t, func(o *sandbox.Options) { o.Nodes, o.Unregistered = 4, 1 })
+	env := startLBEnv(t, func(o *apionly.Options) { o.Nodes, o.Unregistered = 4, 1 })
 	ctx := t.Context()
 	backends := env.nodeNames()
 	names := []string{"alpha", "beta", "gamma"}

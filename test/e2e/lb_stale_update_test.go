@@ -18,7 +18,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/provider"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // TestStaleUpdateAssignsNothing drives the provider in this process
@@ -33,7 +33,7 @@ func TestStaleUpdateAssignsNothing(t *testing.T) {
 		t.Skip("end-to-end test: runs etcd and kube-apiserver")
 	}
 	ctx := t.Context()
-	cp := testbed.StartT(t, testbed.Options{})
+	cp := controlplane.StartT(t, controlplane.Options{})
 	client := cp.Client()
 	cloud, err := provider.NewFromReader(strings.NewReader("[Global]\nregion = lab\n\n[Pool \"default\"]\naddresses = 192.0.2.200-192.0.2.209\n"), provider.Options{})
 	if err != nil {

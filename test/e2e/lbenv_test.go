@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/groundcloud/groundcloud/internal/lab"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // Ports every simulated node answers on: node ports are unique in a
@@ -30,15 +30,15 @@ const (
 // running the real agent, three nodes answering on NodePorts and health
 // ports, a client inside and one outside the source ranges tests allow.
 type lbEnv struct {
-	*sandbox.Env
+	*apionly.Env
 	client   kubernetes.Interface
-	cp       *testbed.ControlPlane
+	cp       *controlplane.ControlPlane
 	dyn      dynamic.Interface
-	lb       *lab.Host
-	nodes    []*lab.Host // registered at start
-	late     []*lab.Host // hosts of nodes left for the test to register (Options.Unregistered)
-	inside   *lab.Host
-	outsider *lab.Host
+	lb       *netlab.Host
+	nodes    []*netlab.Host // registered at start
+	late     []*netlab.Host // hosts of nodes left for the test to register (Options.Unregistered)
+	inside   *netlab.Host
+	outsider *netlab.Host
 	stateDir string
 	nextPort int32
 	// ccmMetricsPort serves the controller manager's /metrics (ccmMetric).
@@ -46,12 +46,12 @@ type lbEnv struct {
 }
 
 // startLBEnv starts the topology; mods change the sandbox options first.
-func startLBEnv(t *testing.T, mods ...func(*sandbox.Options)) *lbEnv {
+func startLBEnv(t *testing.T, mods ...func(*apionly.Options)) *lbEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
 	}
-	tools, err := testbed.ToolsDir(t.Context())
+	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,12 @@ func startLBEnv(t *testing.T, mods ...func(*sandbox.Options)) *lbEnv {
 	}
 	dir := t.TempDir()
 	metricsPort := freePort(t)
-	opts := sandbox.Options{
+	opts := apionly.Options{
 		Dir:              dir,
 		ToolsDir:         tools,
-		Binaries:         sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
+		Binaries:         apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		Clients:          []string{"client", "outsider"},
-		NodeSim:          sandbox.NodeSim{TCPPorts: ports, UDPPorts: []uint16{nodePortUDP}, HealthPorts: []uint16{healthNodePort}},
+		NodeSim:          apionly.NodeSim{TCPPorts: ports, UDPPorts: []uint16{nodePortUDP}, HealthPorts: []uint16{healthNodePort}},
 		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\nforwarding = proxy\n",
 		ExtraCCMArgs:     ccmMetricArgs(metricsPort),
 		Logf:             t.Logf,
@@ -74,14 +74,14 @@ func startLBEnv(t *testing.T, mods ...func(*sandbox.Options)) *lbEnv {
 	for _, mod := range mods {
 		mod(&opts)
 	}
-	e, err := sandbox.Start(t.Context(), opts)
+	e, err := apionly.Start(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 60))
-			t.Logf("last lines of the agent:\n%s", testbed.LogTail(e.Agent(0).LogPath, 60))
+			t.Logf("last lines of the controller manager:\n%s", controlplane.LogTail(e.CCMLog(), 60))
+			t.Logf("last lines of the agent:\n%s", controlplane.LogTail(e.Agent(0).LogPath, 60))
 		}
 		if err := e.Close(); err != nil {
 			t.Error(err)
@@ -118,7 +118,7 @@ func (env *lbEnv) nodePort(t *testing.T) int32 {
 
 // who connects from h to addr over TCP and returns the node that answered
 // and the source address it saw.
-func who(ctx context.Context, h *lab.Host, addr netip.AddrPort) (node, seen string, err error) {
+func who(ctx context.Context, h *netlab.Host, addr netip.AddrPort) (node, seen string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c, err := h.DialTCP(ctx, addr)
@@ -139,7 +139,7 @@ func who(ctx context.Context, h *lab.Host, addr netip.AddrPort) (node, seen stri
 }
 
 // spread makes n TCP connections and counts answers per node.
-func spread(ctx context.Context, h *lab.Host, addr netip.AddrPort, n int) (map[string]int, error) {
+func spread(ctx context.Context, h *netlab.Host, addr netip.AddrPort, n int) (map[string]int, error) {
 	got := map[string]int{}
 	for range n {
 		node, _, err := who(ctx, h, addr)

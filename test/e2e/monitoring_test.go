@@ -16,9 +16,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/groundcloud/groundcloud/internal/metricscheck"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/metricscheck"
 )
 
 // TestMonitoringWatchesExposedMetrics: every metric, and every label of
@@ -89,11 +89,11 @@ func promcheckReport(t *testing.T) metricscheck.Report {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
 	}
-	bin, err := testbed.ModuleTool(t.Context(), testbed.ToolPromcheck)
+	bin, err := controlplane.ModuleTool(t.Context(), controlplane.ToolPromcheck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := testbed.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func promcheckReport(t *testing.T) metricscheck.Report {
 // /metrics on the returned port of this machine's loopback.
 func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 	t.Helper()
-	tools, err := testbed.ToolsDir(t.Context())
+	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +134,14 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 	for p := firstNodePort; p < firstNodePort+nodePorts; p++ {
 		ports = append(ports, uint16(p))
 	}
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
+	e, err := apionly.Start(t.Context(), apionly.Options{
 		Dir:          dir,
 		ToolsDir:     tools,
-		Binaries:     sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
+		Binaries:     apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		LBHosts:      2,
-		NodeSim:      sandbox.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
+		NodeSim:      apionly.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
 		ExtraCCMArgs: []string{"--secure-port=" + strconv.Itoa(ccmPort)},
-		AgentArgs: func(e *sandbox.Env, i int) []string {
+		AgentArgs: func(e *apionly.Env, i int) []string {
 			var seeds []string
 			for _, h := range e.LBs {
 				seeds = append(seeds, h.Addr4.String())
@@ -161,9 +161,9 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 40))
+			t.Logf("last lines of the controller manager:\n%s", controlplane.LogTail(e.CCMLog(), 40))
 			for i, h := range e.LBs {
-				t.Logf("last lines of the agent on %s:\n%s", h.Name, testbed.LogTail(e.Agent(i).LogPath, 40))
+				t.Logf("last lines of the agent on %s:\n%s", h.Name, controlplane.LogTail(e.Agent(i).LogPath, 40))
 			}
 		}
 		if err := e.Close(); err != nil {

@@ -33,12 +33,12 @@ import (
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/config"
-	"github.com/groundcloud/groundcloud/internal/lab"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/router"
 	"github.com/groundcloud/groundcloud/internal/routes"
-	"github.com/groundcloud/groundcloud/internal/sandbox"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/apionly"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 var routerBinary = func() string { return filepath.Join(filepath.Dir(ccmBinary), "groundcloud-router") }
@@ -138,7 +138,7 @@ func TestPodRoutes(t *testing.T) {
 	}
 	deleted := time.Now()
 	env.waitRouteObjects(t, 4)
-	for _, h := range []*lab.Host{nodes[1], gw} {
+	for _, h := range []*netlab.Host{nodes[1], gw} {
 		env.waitKernelRoutes(t, h, env.expectedRoutes(h, pods[:2]))
 	}
 	t.Logf("node 3's routes removed everywhere %s after the Node was deleted", time.Since(deleted).Round(time.Millisecond))
@@ -225,25 +225,25 @@ func waitPodRoutes(t *testing.T, c kubernetes.Interface, node string, status v1.
 
 // routesEnv is the sandbox plus routers.
 type routesEnv struct {
-	*sandbox.Env
+	*apionly.Env
 	dyn        dynamic.Interface
 	kubeconfig string
 	apiserver  string // host:port of the apiserver, forwarded into hosts
 	forwarded  map[string]bool
-	routers    map[string]*lab.Process
+	routers    map[string]*netlab.Process
 	runs       map[string]int
 }
 
 func startRoutesEnv(t *testing.T) *routesEnv {
 	t.Helper()
-	tools, err := testbed.ToolsDir(t.Context())
+	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := sandbox.Start(t.Context(), sandbox.Options{
+	e, err := apionly.Start(t.Context(), apionly.Options{
 		Dir:              t.TempDir(),
 		ToolsDir:         tools,
-		Binaries:         sandbox.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
+		Binaries:         apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		Nodes:            3,
 		LBHosts:          1,
 		Clients:          []string{"gateway"},
@@ -254,12 +254,12 @@ func startRoutesEnv(t *testing.T) *routesEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &routesEnv{Env: e, forwarded: map[string]bool{}, routers: map[string]*lab.Process{}, runs: map[string]int{}}
+	env := &routesEnv{Env: e, forwarded: map[string]bool{}, routers: map[string]*netlab.Process{}, runs: map[string]int{}}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("last lines of the controller manager:\n%s", testbed.LogTail(e.CCMLog(), 40))
+			t.Logf("last lines of the controller manager:\n%s", controlplane.LogTail(e.CCMLog(), 40))
 			for name, p := range env.routers {
-				t.Logf("last lines of the router on %s:\n%s", name, testbed.LogTail(p.LogPath, 30))
+				t.Logf("last lines of the router on %s:\n%s", name, controlplane.LogTail(p.LogPath, 30))
 			}
 		}
 		if err := e.Close(); err != nil {
@@ -291,7 +291,7 @@ func startRoutesEnv(t *testing.T) *routesEnv {
 
 // startRouter starts groundcloud-router in h, forwarding the apiserver
 // into h the first time.
-func (env *routesEnv) startRouter(t *testing.T, h *lab.Host, args ...string) *lab.Process {
+func (env *routesEnv) startRouter(t *testing.T, h *netlab.Host, args ...string) *netlab.Process {
 	t.Helper()
 	if !env.forwarded[h.Name] {
 		f, err := h.ForwardLoopback(t.Context(), env.apiserver)
@@ -319,7 +319,7 @@ func (env *routesEnv) startRouter(t *testing.T, h *lab.Host, args ...string) *la
 
 // expectedRoutes are the routes h should hold for the given pods' nodes:
 // all of them on the gateway, the other nodes' on a node.
-func (env *routesEnv) expectedRoutes(h *lab.Host, pods []*pod) []string {
+func (env *routesEnv) expectedRoutes(h *netlab.Host, pods []*pod) []string {
 	var v4, v6 []string
 	for _, p := range pods {
 		if p.node == h {
@@ -332,7 +332,7 @@ func (env *routesEnv) expectedRoutes(h *lab.Host, pods []*pod) []string {
 }
 
 // waitKernelRoutes waits until h's routes of our protocol are exactly want.
-func (env *routesEnv) waitKernelRoutes(t *testing.T, h *lab.Host, want []string) {
+func (env *routesEnv) waitKernelRoutes(t *testing.T, h *netlab.Host, want []string) {
 	t.Helper()
 	var got []string
 	t.Cleanup(func() {
@@ -362,7 +362,7 @@ func (env *routesEnv) waitRouteObjects(t *testing.T, n int) {
 
 // waitStatus waits until every Route says Programmed=True for every host
 // that should hold it: the gateway and the nodes other than its own.
-func (env *routesEnv) waitStatus(t *testing.T, hosts []*lab.Host) {
+func (env *routesEnv) waitStatus(t *testing.T, hosts []*netlab.Host) {
 	t.Helper()
 	var missing []string
 	eventually(t, "Programmed status of every Route", func() bool {
@@ -394,7 +394,7 @@ func programmedBy(r *v1alpha1.Route, host string) bool {
 // and the address of the peer it sees.
 type pod struct {
 	name         string
-	node         *lab.Host
+	node         *netlab.Host
 	netns        string
 	cidr4, cidr6 netip.Prefix
 	addr4, addr6 netip.Addr
@@ -410,7 +410,7 @@ func (p *pod) addrOf(dst netip.Addr) netip.Addr {
 // addPod makes pod i on node: 10.244.i.0/24 and fd00:10:244:i::/64, the
 // first address on the node's end of the veth (the pod's gateway), the
 // second in the pod.
-func addPod(t *testing.T, l *lab.Lab, node *lab.Host, i int) *pod {
+func addPod(t *testing.T, l *netlab.Lab, node *netlab.Host, i int) *pod {
 	t.Helper()
 	p := &pod{
 		name: fmt.Sprintf("pod-%d", i), node: node,
@@ -444,7 +444,7 @@ type remote struct {
 // addRemote joins a client namespace to the gateway by a veth; the nodes
 // reach its network through the gateway (their default route, in a real
 // network).
-func addRemote(t *testing.T, l *lab.Lab, gw *lab.Host, nodes []*lab.Host) *remote {
+func addRemote(t *testing.T, l *netlab.Lab, gw *netlab.Host, nodes []*netlab.Host) *remote {
 	t.Helper()
 	r := &remote{netns: l.Prefix + "-remote", addr4: remoteNet4.Addr().Next().Next(), addr6: remoteNet6.Addr().Next().Next()}
 	gw4, gw6 := remoteNet4.Addr().Next(), remoteNet6.Addr().Next()
@@ -467,7 +467,7 @@ func addRemote(t *testing.T, l *lab.Lab, gw *lab.Host, nodes []*lab.Host) *remot
 }
 
 // addNamespace creates a namespace named like the lab's (so that
-// lab.SweepStale removes it after a crash) and removes it at cleanup.
+// netlab.SweepStale removes it after a crash) and removes it at cleanup.
 func addNamespace(t *testing.T, name string) {
 	t.Helper()
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
@@ -488,7 +488,7 @@ func addNamespace(t *testing.T, name string) {
 	ip(t, name, "link", "set", "lo", "up")
 }
 
-func setForwarding(t *testing.T, h *lab.Host) {
+func setForwarding(t *testing.T, h *netlab.Host) {
 	t.Helper()
 	for _, key := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"} {
 		if err := h.SetSysctl(key, "1"); err != nil {
@@ -507,7 +507,7 @@ func ip(t *testing.T, netnsName string, args ...string) {
 
 // kernelRoutes lists h's IPv4, then IPv6 routes of a protocol as
 // "dst via gateway".
-func kernelRoutes(t *testing.T, h *lab.Host, proto string) []string {
+func kernelRoutes(t *testing.T, h *netlab.Host, proto string) []string {
 	t.Helper()
 	var out []string
 	for _, family := range []string{"-4", "-6"} {
@@ -645,7 +645,7 @@ func TestRouteCRD(t *testing.T) {
 		t.Skip("end-to-end test: runs etcd and kube-apiserver")
 	}
 	ctx := t.Context()
-	cp := testbed.StartT(t, testbed.Options{})
+	cp := controlplane.StartT(t, controlplane.Options{})
 	admin, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -761,7 +761,7 @@ var (
 
 // impersonate returns a client acting as a user bound to a ClusterRole of
 // the given rules only.
-func impersonate(t *testing.T, cp *testbed.ControlPlane, user string, rules []rbacv1.PolicyRule) dynamic.Interface {
+func impersonate(t *testing.T, cp *controlplane.ControlPlane, user string, rules []rbacv1.PolicyRule) dynamic.Interface {
 	t.Helper()
 	grant(t, cp, "test-"+user, rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}, rules)
 	cfg := cp.RESTConfig()
@@ -780,13 +780,13 @@ func TestRoutesControllerManagerFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver and the controller manager")
 	}
-	cp := testbed.StartT(t, testbed.Options{})
+	cp := controlplane.StartT(t, controlplane.Options{})
 	kubeconfig, err := cp.Kubeconfig("groundcloud-controller-manager")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	run := func(name, cloudConfig string) *sandbox.Process {
+	run := func(name, cloudConfig string) *apionly.Process {
 		path := filepath.Join(dir, name+".conf")
 		writeFile(t, path, cloudConfig)
 		return startProcess(t, filepath.Join(dir, name+".log"), ccmBinary,
@@ -799,7 +799,7 @@ func TestRoutesControllerManagerFlags(t *testing.T) {
 	waitLog(t, filepath.Join(dir, "off.log"), `Started "cloud-node-controller"`)
 	select {
 	case <-off.Done():
-		t.Fatalf("controller manager without [Routes] exited:\n%s", testbed.LogTail(filepath.Join(dir, "off.log"), 20))
+		t.Fatalf("controller manager without [Routes] exited:\n%s", controlplane.LogTail(filepath.Join(dir, "off.log"), 20))
 	case <-time.After(time.Second):
 	}
 	_ = off.Stop()
@@ -812,13 +812,13 @@ func TestRoutesControllerManagerFlags(t *testing.T) {
 	}
 	// Upstream's message, or routes.CheckFlags's once the controller
 	// manager checks its flags before starting.
-	if log := testbed.LogTail(filepath.Join(dir, "on.log"), 40); !strings.Contains(log, "invalid CIDR address") && !strings.Contains(log, "needs --cluster-cidr") {
+	if log := controlplane.LogTail(filepath.Join(dir, "on.log"), 40); !strings.Contains(log, "invalid CIDR address") && !strings.Contains(log, "needs --cluster-cidr") {
 		t.Errorf("controller manager with [Routes] and no --cluster-cidr exited without naming the flag:\n%s", log)
 	}
 }
 
 // grant binds a ClusterRole of the given rules, both named name, to subject.
-func grant(t *testing.T, cp *testbed.ControlPlane, name string, subject rbacv1.Subject, rules []rbacv1.PolicyRule) {
+func grant(t *testing.T, cp *controlplane.ControlPlane, name string, subject rbacv1.Subject, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	c := cp.Client()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}

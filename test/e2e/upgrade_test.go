@@ -12,7 +12,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
-	"github.com/groundcloud/groundcloud/internal/testbed"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -42,7 +42,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 		t.Skip("end-to-end test: runs etcd and kube-apiserver")
 	}
 	ctx := t.Context()
-	cp := testbed.StartT(t, testbed.Options{})
+	cp := controlplane.StartT(t, controlplane.Options{})
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)

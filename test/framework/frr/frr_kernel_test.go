@@ -1,0 +1,40 @@
+package frr
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+)
+
+// FRR runs in a lab host with its logs in a test's temporary directory
+// (mode 0700, which the daemons' user cannot enter), answers vtysh, and
+// leaves its logs there when stopped.
+func TestRouterInLabHost(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Fatal(err)
+	}
+	l := netlab.NewT(t, netlab.Options{})
+	h := l.AddHostT(t, "router", netlab.HostOptions{Forwarding: true})
+	logs := t.TempDir()
+	r, err := Start(t.Context(), h, logs, "frr defaults datacenter\nrouter bgp 64512\n bgp router-id "+h.Addr4.String()+"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	out, err := r.VTY(t.Context(), "show bgp summary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "64512") && !strings.Contains(string(out), "No BGP neighbors") {
+		t.Errorf("show bgp summary says:\n%s", out)
+	}
+	if err := r.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(logs, "zebra.log")); err != nil {
+		t.Errorf("zebra's log is not kept: %v", err)
+	}
+}

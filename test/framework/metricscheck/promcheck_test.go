@@ -1,0 +1,135 @@
+package metricscheck
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+)
+
+// promcheck runs hack/tools/promcheck with one file, given as -rules or
+// -dashboard, and returns its report and stderr.
+func promcheck(t *testing.T, flag, content string) (Report, string, error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs hack/tools/promcheck; skipped with -short")
+	}
+	bin, err := controlplane.ModuleTool(t.Context(), controlplane.ToolPromcheck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, flag, file)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	rep, err := ReadReport(&stdout)
+	if err != nil {
+		t.Fatalf("%v (stderr %s)", err, stderr.String())
+	}
+	return rep, stderr.String(), runErr
+}
+
+func rules(expr string) string {
+	return "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: " + expr + "\n"
+}
+
+// TestPromcheckUses: the labels each expression relies on, per metric.
+func TestPromcheckUses(t *testing.T) {
+	tests := []struct {
+		name, expr string
+		want       []Use
+	}{
+		{
+			name: "matchers and by",
+			expr: `sum by (pool) (m{kind="used"})`,
+			want: []Use{{Metric: "m", Labels: []string{"kind", "pool"}}},
+		},
+		{
+			name: "ignoring and group_left",
+			expr: `a / ignoring (kind) group_left (owner) b`,
+			want: []Use{{Metric: "a", Labels: []string{"kind"}}, {Metric: "b", Labels: []string{"kind", "owner"}}},
+		},
+		{
+			name: "without, on both sides",
+			expr: `sum without (state) (a) < on (x) b`,
+			want: []Use{{Metric: "a", Labels: []string{"state", "x"}}, {Metric: "b", Labels: []string{"x"}}},
+		},
+		{
+			name: "a label the expression makes",
+			expr: `sum by (host) (label_replace(a, "host", "$1", "instance", "(.*):.*"))`,
+			want: []Use{{Metric: "a", Labels: []string{"instance"}}},
+		},
+		{
+			name: "histogram buckets",
+			expr: `histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m])))`,
+			want: []Use{{Metric: "h_bucket", Labels: []string{"le"}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, stderr, err := promcheck(t, "-rules", rules("'"+tt.expr+"'"))
+			if err != nil {
+				t.Fatalf("%v: %s", err, stderr)
+			}
+			if len(rep.Expressions) != 1 {
+				t.Fatalf("%d expressions, want 1", len(rep.Expressions))
+			}
+			if diff := cmp.Diff(tt.want, rep.Expressions[0].Uses); diff != "" {
+				t.Errorf("uses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPromcheckRefuses: what promcheck reports as a problem.
+func TestPromcheckRefuses(t *testing.T) {
+	dashboard := func(expr, variable string) string {
+		return `{"templating": {"list": [{"name": "pool", "type": "query", "query": ` + variable + `}]},
+		  "panels": [{"title": "P", "type": "row", "panels": [{"title": "Q", "targets": [{"refId": "A", "expr": ` + expr + `}]}]}]}`
+	}
+	tests := []struct {
+		name, flag, content, want string
+	}{
+		{name: "PromQL syntax", flag: "-rules", content: rules("'sum(m'"), want: "unclosed left parenthesis"},
+		{name: "unknown field", flag: "-rules", content: rules("m\n        severity: page"), want: "field severity not found"},
+		{name: "broken alert template", flag: "-rules", content: rules("m\n        annotations: {summary: '{{ $labels.x '}"), want: "annotation \"summary\""},
+		{name: "selector without a metric", flag: "-rules", content: rules(`'{job="x"}'`), want: "names no metric"},
+		{name: "empty rule file", flag: "-rules", content: "groups: []\n", want: "no rule groups"},
+		{name: "dashboard PromQL in a collapsed row", flag: "-dashboard", content: dashboard(`"rate(m[5m]"`, `"label_values(m, pool)"`), want: `panel "Q", query A`},
+		{name: "undefined variable", flag: "-dashboard", content: dashboard(`"m{pool=~\"$pools\"}"`, `"label_values(m, pool)"`), want: "variable $pools is not defined"},
+		{name: "label_values without a metric", flag: "-dashboard", content: dashboard(`"m"`, `{"query": "label_values(pool)"}`), want: "is not label_values(selector, label)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, err := promcheck(t, tt.flag, tt.content)
+			if err == nil || !strings.Contains(stderr, tt.want) {
+				t.Errorf("promcheck: %v, stderr %q; want a failure saying %q", err, stderr, tt.want)
+			}
+		})
+	}
+
+	// Grafana's own variables and the dashboard's are replaced; the query
+	// variable's label counts as used.
+	rep, stderr, err := promcheck(t, "-dashboard", dashboard(`"sum by (pool) (rate(m{pool=~\"${pool}\"}[$__rate_interval]))"`, `{"query": "label_values(m{kind=\"size\"}, pool)"}`))
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	var got [][]Use
+	for _, e := range rep.Expressions {
+		got = append(got, e.Uses)
+	}
+	want := [][]Use{{{Metric: "m", Labels: []string{"kind", "pool"}}}, {{Metric: "m", Labels: []string{"pool"}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("uses (-want +got):\n%s", diff)
+	}
+}

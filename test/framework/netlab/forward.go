@@ -1,0 +1,138 @@
+package netlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Forwarder accepts TCP connections inside a host and relays them to an
+// address the calling process reaches from the root namespace.
+type Forwarder struct {
+	ln      net.Listener
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	blocked bool
+}
+
+// ForwardLoopback makes addr, a host:port on the root namespace's loopback
+// (an apiserver of the test bed, say), reachable at the same address inside
+// h. Connections are accepted inside h and dialled from this process's
+// threads in the root namespace; nothing in the root namespace changes.
+// Close the Forwarder to stop; it is also closed with ctx.
+func (h *Host) ForwardLoopback(ctx context.Context, addr string) (*Forwarder, error) {
+	return h.Forward(ctx, addr, addr)
+}
+
+// Forward accepts TCP connections on listen inside h and relays them to
+// target, dialled from this process's threads in the root namespace (an
+// apiserver on the root namespace's loopback, reached at an address of the
+// lab's choosing). Nothing in the root namespace changes.
+func (h *Host) Forward(ctx context.Context, listen, target string) (*Forwarder, error) {
+	f := &Forwarder{conns: map[net.Conn]struct{}{}}
+	if err := h.Do(func() (err error) {
+		f.ln, err = net.Listen("tcp", listen)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("lab: forward %s in %s to %s: %w", listen, h.Name, target, err)
+	}
+	addr := target
+	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
+	f.wg.Go(func() {
+		defer stop()
+		for {
+			in, err := f.ln.Accept()
+			if err != nil {
+				return
+			}
+			f.wg.Go(func() { f.relay(in, addr) })
+		}
+	})
+	return f, nil
+}
+
+func (f *Forwarder) relay(in net.Conn, addr string) {
+	defer in.Close()
+	if f.isBlocked() {
+		return
+	}
+	out, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	if !f.track(in, out) {
+		return
+	}
+	defer f.untrack(in, out)
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(out, in)
+		if tc, ok := out.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		close(done)
+	}()
+	_, _ = io.Copy(in, out)
+	<-done
+}
+
+// SetBlocked cuts the relay (every relayed connection closed, new ones
+// closed at once) or restores it, as a network between the two ends would.
+func (f *Forwarder) SetBlocked(blocked bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blocked = blocked
+	if blocked {
+		for c := range f.conns {
+			_ = c.Close()
+		}
+	}
+}
+
+func (f *Forwarder) isBlocked() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blocked
+}
+
+func (f *Forwarder) track(cs ...net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conns == nil || f.blocked {
+		return false
+	}
+	for _, c := range cs {
+		f.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (f *Forwarder) untrack(cs ...net.Conn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range cs {
+		delete(f.conns, c)
+	}
+}
+
+// Close stops accepting, closes every relayed connection and waits.
+func (f *Forwarder) Close() error {
+	err := f.ln.Close()
+	f.mu.Lock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = nil
+	f.mu.Unlock()
+	f.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}

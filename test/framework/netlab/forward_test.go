@@ -1,0 +1,97 @@
+package netlab
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestForwardLoopback(t *testing.T) {
+	l := NewT(t, Options{})
+	h := l.AddHostT(t, "inside", HostOptions{})
+
+	// A server on the root namespace's loopback.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				_, _ = c.Write([]byte("root says " + line))
+			}()
+		}
+	}()
+	addr := netip.MustParseAddrPort(ln.Addr().String())
+
+	// Not reachable inside the host before forwarding: its loopback is its own.
+	if c, err := h.DialTCP(t.Context(), addr); err == nil {
+		c.Close()
+		t.Fatal("root loopback reachable inside the host without a forwarder")
+	}
+
+	f, err := h.ForwardLoopback(t.Context(), addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.DialTCP(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || got != "root says hi\n" {
+		t.Fatalf("through the forwarder: %q, %v", got, err)
+	}
+
+	// Blocked: the relayed connection is cut, new ones get nothing; then
+	// back.
+	f.SetBlocked(true)
+	if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Error("a relayed connection survived SetBlocked(true)")
+	}
+	c.Close()
+	if got, err := exchange(h, addr); err == nil {
+		t.Errorf("blocked forwarder relayed: %q", got)
+	}
+	f.SetBlocked(false)
+	if got, err := exchange(h, addr); err != nil || got != "root says hi\n" {
+		t.Errorf("after SetBlocked(false): %q, %v", got, err)
+	}
+
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := h.DialTCP(t.Context(), addr); err == nil {
+		c.Close()
+		t.Fatal("forwarder still accepts after Close")
+	}
+}
+
+// exchange sends one line from h to addr and reads the answer.
+func exchange(h *Host, addr netip.AddrPort) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := h.DialTCP(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("hi\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}

@@ -1,0 +1,180 @@
+package realcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/groundcloud/groundcloud/test/framework/manifests"
+)
+
+// installFieldManager is the field manager of what the test bed installs.
+const installFieldManager = "groundcloud-test-bed"
+
+// install installs kube-proxy, then groundcloud as docs/install.md says:
+// the cloud-config and gossip-key Secrets, then deploy/ and deploy/router/
+// through a kustomize overlay of the test bed's (install/ in Dir) that
+// only points the images at the local ones and sets what a user sets for
+// this network.
+func (c *Cluster) install(ctx context.Context) error {
+	if err := c.installKubeProxy(ctx); err != nil {
+		return err
+	}
+	c.CloudConfig = c.cloudConfig()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	for name, data := range map[string]map[string][]byte{
+		"groundcloud-cloud-config": {"cloud.conf": []byte(c.CloudConfig)},
+		"groundcloud-gossip-key":   {"key": []byte(base64.StdEncoding.EncodeToString(key))},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}, Data: data}
+		if _, err := c.Client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create secret %s: %w", name, err)
+		}
+	}
+	dir := filepath.Join(c.Opts.Dir, "install")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	overlay, err := c.overlay(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		return err
+	}
+	objs, err := manifests.Render(ctx, filepath.Join(c.Opts.ToolsDir, "kubectl"), dir)
+	if err != nil {
+		return err
+	}
+	cfg := c.CP.RESTConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	if err := manifests.Apply(ctx, dyn, mapper, objs, installFieldManager); err != nil {
+		return fmt.Errorf("install groundcloud: %w", err)
+	}
+	c.logf("installed groundcloud from deploy/ and deploy/router/ (%d objects)", len(objs))
+	return nil
+}
+
+// overlay is the test bed's kustomization over deploy/ and deploy/router/:
+// local images that are never pulled, the interface facing clients (the
+// lab's eth0), and the controller manager's --cluster-cidr for pod routes
+// (the cloud-config has a [Routes] section).
+// Kustomize takes bases by relative path only: dir is where the overlay
+// goes.
+func (c *Cluster) overlay(dir string) (string, error) {
+	deploy, err := filepath.Rel(dir, filepath.Join(c.Opts.Repo, "deploy"))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+  - %s
+images:
+`, deploy, filepath.Join(deploy, "router"))
+	for _, img := range []struct{ name, ref string }{
+		{"groundcloud-controller-manager", c.Images.ControllerManager.Ref},
+		{"groundcloud-agent", c.Images.Agent.Ref},
+		{"groundcloud-router", c.Images.Router.Ref},
+	} {
+		name := img.name
+		repo, tag, _ := strings.Cut(img.ref, ":")
+		fmt.Fprintf(&b, "  - name: ghcr.io/groundcloud/%s\n    newName: %s\n    newTag: %q\n", name, repo, tag)
+	}
+	fmt.Fprintf(&b, `patches:
+  - patch: |
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata:
+        name: groundcloud-agent
+        namespace: kube-system
+      spec:
+        template:
+          spec:
+            containers:
+              - name: agent
+                imagePullPolicy: Never
+                env:
+                  - name: GROUNDCLOUD_INTERFACE
+                    value: %s
+  - patch: |
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata:
+        name: groundcloud-router
+        namespace: kube-system
+      spec:
+        template:
+          spec:
+            containers:
+              - name: router
+                imagePullPolicy: Never
+  - patch: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: groundcloud-controller-manager
+        namespace: kube-system
+      spec:
+        template:
+          spec:
+            containers:
+              - name: controller-manager
+                imagePullPolicy: Never
+  - target:
+      kind: Deployment
+      name: groundcloud-controller-manager
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --cluster-cidr=%s
+`, c.Nodes[0].Host.Iface, c.Opts.ClusterCIDR)
+	return b.String(), nil
+}
+
+// cloudConfig is the controller manager's cloud-config: every node (the
+// late workers too) as a machine with its lab addresses, pool "default",
+// and pod routes.
+func (c *Cluster) cloudConfig() string {
+	var b strings.Builder
+	b.WriteString("[Global]\nregion = lab\n\n")
+	for _, n := range slices.Concat(c.Nodes, c.late) {
+		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninstance-type = netns\ninternal-ip = %s\n", n.Name, n.Host.Addr4)
+		if c.dualStack() {
+			fmt.Fprintf(&b, "internal-ip = %s\n", n.Host.Addr6)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\n\n[Routes]\n\n", c.Opts.Pool4, c.Opts.Pool6)
+	b.WriteString(c.Opts.ExtraCloudConfig)
+	if c.Opts.CloudConfigFor != nil {
+		b.WriteString(c.Opts.CloudConfigFor(c))
+	}
+	return b.String()
+}
