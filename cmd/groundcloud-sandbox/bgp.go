@@ -37,7 +37,7 @@ var (
 // bgpCloudConfig is pool "bgp" and the router's [BGPPeer] sections.
 func bgpCloudConfig(c *realcluster.Cluster) string {
 	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\n\n", bgpPool4, bgpPool6) +
-		realcluster.BGPPeers(c.Clients["router"])
+		realcluster.BGPPeers(c.Clients["frr"])
 }
 
 // bgpResult is what the summary shows of the BGP example.
@@ -52,16 +52,16 @@ type bgpResult struct {
 	logs     string   // the router's directory, with its logs
 }
 
-// routerRecord is the file in the state directory dir that names the
+// frrRecord is the file in the state directory dir that names the
 // running router's directory. FRR drops to a user that may not enter dir,
 // so the router's directory is elsewhere (test/framework/frr); a sweep after a
 // crash removes it by this record.
-func routerRecord(dir string) string { return filepath.Join(dir, "router") }
+func frrRecord(dir string) string { return filepath.Join(dir, "frr") }
 
 // stopRouter stops the router and removes its record.
-func stopRouter(r *frr.Router, dir string) error {
+func stopRouter(r *frr.Instance, dir string) error {
 	err := r.Stop()
-	if rerr := os.Remove(routerRecord(dir)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+	if rerr := os.Remove(frrRecord(dir)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
 	return err
@@ -71,7 +71,7 @@ func stopRouter(r *frr.Router, dir string) error {
 // state in dir left (its daemons died with the router's namespace), and
 // the record.
 func sweepRouter(dir string) error {
-	b, err := os.ReadFile(routerRecord(dir))
+	b, err := os.ReadFile(frrRecord(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -81,7 +81,7 @@ func sweepRouter(dir string) error {
 	if err := frr.RemoveDir(strings.TrimSpace(string(b))); err != nil {
 		return fmt.Errorf("router of the sandbox in %s: %w", dir, err)
 	}
-	return os.Remove(routerRecord(dir))
+	return os.Remove(frrRecord(dir))
 }
 
 // startBGP starts the router, routes the client through it, applies
@@ -89,15 +89,15 @@ func sweepRouter(dir string) error {
 // Pods) with kubectl, and waits until the router has a route to its
 // address through every load-balancer host and the client gets an answer
 // from one of the Pods.
-func startBGP(ctx context.Context, c *realcluster.Cluster, dir string) (*frr.Router, bgpResult, error) {
+func startBGP(ctx context.Context, c *realcluster.Cluster, dir string) (*frr.Instance, bgpResult, error) {
 	res := bgpResult{manifest: filepath.Join(c.Opts.Dir, "hello-bgp.yaml")}
 	progress("starting the router (FRR) that the load-balancer hosts peer with")
-	r, err := c.StartRouter(ctx, c.Clients["router"])
+	r, err := c.StartFRR(ctx, c.Clients["frr"])
 	if err != nil {
 		return nil, res, err
 	}
 	res.logs = r.Dir()
-	if err := os.WriteFile(routerRecord(dir), []byte(r.Dir()+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(frrRecord(dir), []byte(r.Dir()+"\n"), 0o644); err != nil {
 		return r, res, err
 	}
 	client := c.Clients["client"]
@@ -174,7 +174,7 @@ func bgpSummary(res bgpResult) string {
 	return fmt.Sprintf(`
   Service default/hello-bgp (%[1]s), in front of the same Pods, has the
   address %[2]s of pool "bgp", announced over BGP: the load-balancer hosts
-  (%[3]s) advertise it to a router, FRR in the sandbox's host "router".
+  (%[3]s) advertise it to a router, FRR in the sandbox's host "frr".
   Its route there has a next hop per host (ECMP), and the router hashes
   each new connection to one of them by its ports:
 

@@ -31,7 +31,7 @@ func TestSweepRouter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tt.record != "" {
-				if err := os.WriteFile(routerRecord(dir), []byte(tt.record+"\n"), 0o644); err != nil {
+				if err := os.WriteFile(frrRecord(dir), []byte(tt.record+"\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -45,7 +45,7 @@ func TestSweepRouter(t *testing.T) {
 			if tt.kept != "" && !exists(tt.kept) {
 				t.Errorf("%s removed", tt.kept)
 			}
-			if !tt.wantErr && exists(routerRecord(dir)) {
+			if !tt.wantErr && exists(frrRecord(dir)) {
 				t.Errorf("record left")
 			}
 		})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/frr"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
@@ -123,16 +124,16 @@ func up(ctx context.Context, o *upOptions) (err error) {
 	var clients []string
 	var bgpConfig func(*realcluster.Cluster) string
 	if o.bgp {
-		clients, bgpConfig = []string{"client", "router"}, bgpCloudConfig
+		clients, bgpConfig = []string{"client", "frr"}, bgpCloudConfig
 		o.lbHosts = max(o.lbHosts, 2)
 	}
 	c, err := realcluster.Start(ctx, realcluster.Options{
-		Clients: clients, CloudConfigFor: bgpConfig,
-		Dir: work, ToolsDir: tools, Repo: repo,
-		Workers: o.workers, LBHosts: o.lbHosts,
-		Prefix:  labPrefix,
-		Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4,
-		RootLink: rootLink,
+		Topology:       netlab.Topology{Clients: clients, LBHosts: o.lbHosts, Prefix: labPrefix, Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4, RootLink: rootLink},
+		CloudConfigFor: bgpConfig,
+		Dir:            work,
+		ToolsDir:       tools,
+		Repo:           repo,
+		Workers:        o.workers,
 		// Ctrl-C checks that the machine is as the sandbox found it.
 		CheckHost: true,
 		Logf:      func(format string, args ...any) { progress(format, args...) },

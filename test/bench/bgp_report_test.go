@@ -293,7 +293,7 @@ const bgpMethod = `
   from deploy/ (plus ` + "`--ownership-hold-down=3s`" + `, which only shortens
   the return between L2 trials), 2 workers with one groundcloud-echo Pod
   each; and two hosts that are not nodes: FRR 8 (zebra and bgpd) as the
-  router ("router", cluster.StartRouter) and the client. Every load-balancer
+  router ("frr", realcluster.StartFRR) and the client. Every load-balancer
   host peers with the router (eBGP, AS 64513 to AS 64512) with a hold time
   of 3 s and keepalives every 1 s (the least hold time BGP allows; the
   router's ` + "`timers 1 3`" + `); the router installs up to 8 equal paths

@@ -101,18 +101,19 @@ func TestBGPBenchmark(t *testing.T) {
 
 // startBGPBench starts the cluster of the BGP benchmark: 2 dedicated
 // load-balancer hosts labelled to announce pool "bgp", 2 workers, FRR in
-// host "router" (realcluster.StartRouter: 3 s hold time, ECMP with an L4 hash)
+// host "frr" (realcluster.StartFRR: 3 s hold time, ECMP with an L4 hash)
 // and a client that reaches the pool through it.
 func startBGPBench(t *testing.T) (*bench, *nexthops) {
 	t.Helper()
 	b := startClusterBench(t, realcluster.Options{
-		Workers: 2, LBHosts: lbHosts, Clients: []string{"client", "router"},
+		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client", "frr"}},
+		Workers:  2,
 		CloudConfigFor: func(c *realcluster.Cluster) string {
 			return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", bgpRange, bgpHostLabel) +
-				realcluster.BGPPeers(c.Clients["router"])
+				realcluster.BGPPeers(c.Clients["frr"])
 		},
 	})
-	r, err := b.c.StartRouter(t.Context(), b.c.Clients["router"])
+	r, err := b.c.StartFRR(t.Context(), b.c.Clients["frr"])
 	must(t, err)
 	t.Cleanup(func() {
 		if t.Failed() {

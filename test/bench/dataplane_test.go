@@ -129,7 +129,10 @@ func TestDataPlaneBenchmark(t *testing.T) {
 	start := time.Now()
 	requireDataPlaneTools(t)
 	cfg := dataPlaneConfig()
-	c := realcluster.StartT(t, realcluster.Options{Workers: 2, LBHosts: 1, Clients: []string{"client", "router"}})
+	c := realcluster.StartT(t, realcluster.Options{
+		Topology: netlab.Topology{LBHosts: 1, Clients: []string{"client", "router"}},
+		Workers:  2,
+	})
 	bed := newDPBed(c)
 	vips := deployDataPlane(t, bed)
 	bed.setUpRoutes(t)

@@ -48,7 +48,10 @@ func TestFailoverConntrackBenchmark(t *testing.T) {
 	}
 	loads := []string{loadAverage()}
 	restoreConntrackMax(t)
-	b := startClusterBench(t, realcluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	b := startClusterBench(t, realcluster.Options{
+		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client"}},
+		Workers:  2,
+	})
 	vip := b.deployFailover(t)[implPassthrough]
 	// -v=2: the agents log their deletions.
 	b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String(), "--v=2")

@@ -69,7 +69,10 @@ func TestFailoverBenchmark(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
-	b := startClusterBench(t, realcluster.Options{Workers: 2, LBHosts: lbHosts, Clients: []string{"client"}})
+	b := startClusterBench(t, realcluster.Options{
+		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client"}},
+		Workers:  2,
+	})
 	vips := b.deployFailover(t)
 	var results []scenario
 	t.Run("groundcloud", func(t *testing.T) {

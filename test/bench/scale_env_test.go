@@ -97,18 +97,16 @@ func startScaleEnv(t *testing.T) *scaleEnv {
 		extra[worker] = append(extra[worker], netip.MustParseAddr(fmt.Sprintf("%s%d", apiNodeNet, n)))
 	}
 	c := realcluster.StartT(t, realcluster.Options{
+		Topology:         netlab.Topology{LBHosts: 1, Clients: []string{"client"}, Subnet4: scaleSubnet, Pool4: scalePool4},
 		Workers:          scaleRealNodes,
-		LBHosts:          1,
 		LateWorkers:      len(churnNodes),
-		Clients:          []string{"client"},
-		Subnet4:          scaleSubnet,
-		Pool4:            scalePool4,
 		ExtraCloudConfig: machines.String(),
 		ExtraAddresses:   extra,
 		// kube-proxy serves NodePorts (and answers health checks) on the
 		// API nodes' addresses too.
 		NodePortAddresses:  []string{scaleSubnet.String()},
-		ExtraAPIServerArgs: []string{"--service-node-port-range=20000-32767"}, // more than 5,000 node ports
+		ExtraAPIServerArgs: []string{"--service-node-port-range=20000-32767"},
+		// more than 5,000 node ports
 		// kube-controller-manager's client as a cluster of thousands of
 		// Services needs it: at its defaults (20/s, bursts of 30) each of
 		// its controllers writes 20 objects a second, and the

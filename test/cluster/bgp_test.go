@@ -68,9 +68,12 @@ func TestBGP(t *testing.T) {
 	}
 	dir := t.TempDir()
 	c, err := realcluster.Start(t.Context(), realcluster.Options{
-		Dir: dir, ToolsDir: tools, CheckHost: true, Logf: t.Logf,
-		LBHosts: 3, Clients: []string{"router", "client"},
-		CloudConfigFor: func(c *realcluster.Cluster) string { return bgpCloudConfig(c.Clients["router"]) },
+		Topology:       netlab.Topology{LBHosts: 3, Clients: []string{"frr", "client"}},
+		Dir:            dir,
+		ToolsDir:       tools,
+		CheckHost:      true,
+		Logf:           t.Logf,
+		CloudConfigFor: func(c *realcluster.Cluster) string { return bgpCloudConfig(c.Clients["frr"]) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +84,7 @@ func TestBGP(t *testing.T) {
 			_ = c.Close()
 		}
 	})
-	r, err := c.StartRouter(t.Context(), c.Clients["router"])
+	r, err := c.StartFRR(t.Context(), c.Clients["frr"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +138,7 @@ func TestBGP(t *testing.T) {
 
 type bgpScenario struct {
 	c      *realcluster.Cluster
-	r      *frr.Router
+	r      *frr.Instance
 	client *netlab.Host
 	lbs    []*netlab.Host
 	ecmp   *lbScenario
@@ -238,8 +241,8 @@ func (s *bgpScenario) checkRoutes(t *testing.T) {
 	// Each host's metrics: both sessions up, one route of each family.
 	for _, h := range s.lbs {
 		want := []string{
-			`groundcloud_agent_bgp_session_up{peer="router"} 1`,
-			`groundcloud_agent_bgp_session_up{peer="router6"} 1`,
+			`groundcloud_agent_bgp_session_up{peer="frr"} 1`,
+			`groundcloud_agent_bgp_session_up{peer="frr6"} 1`,
 			`groundcloud_agent_bgp_announced_routes{family="ipv4"} 1`,
 			`groundcloud_agent_bgp_announced_routes{family="ipv6"} 1`,
 		}

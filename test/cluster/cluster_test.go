@@ -18,6 +18,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 	"github.com/groundcloud/groundcloud/test/images/echo"
 )
@@ -57,9 +58,14 @@ func TestCluster(t *testing.T) {
 	// docs/install.md sets them up by default; the sandbox (TestSandbox)
 	// runs the other topology, a dedicated load-balancer host.
 	c, err := realcluster.Start(t.Context(), realcluster.Options{
-		Dir: t.TempDir(), ToolsDir: tools, CheckHost: true, Logf: t.Logf,
-		LBHosts: 2, SharedLBHosts: true, Clients: []string{"client", "outsider"},
-		LateWorkers: 1, // node-3, which joins the running cluster
+		Topology:      netlab.Topology{LBHosts: 2, Clients: []string{"client", "outsider"}},
+		Dir:           t.TempDir(),
+		ToolsDir:      tools,
+		CheckHost:     true,
+		Logf:          t.Logf,
+		SharedLBHosts: true,
+		LateWorkers:   1,
+		// node-3, which joins the running cluster,
 	})
 	if err != nil {
 		t.Fatal(err)

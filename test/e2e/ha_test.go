@@ -20,6 +20,7 @@ import (
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
 	"github.com/groundcloud/groundcloud/test/framework/availability"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // holdDown is the agents' --ownership-hold-down in these tests: short, so
@@ -63,11 +64,10 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 		ports = append(ports, uint16(p))
 	}
 	e, err := apionly.Start(t.Context(), apionly.Options{
+		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client"}},
 		Dir:      dir,
 		ToolsDir: tools,
 		Binaries: apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
-		LBHosts:  lbHosts,
-		Clients:  []string{"client"},
 		NodeSim:  apionly.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
 		AgentArgs: func(e *apionly.Env, i int) []string {
 			args := []string{

@@ -62,10 +62,10 @@ func startLBEnv(t *testing.T, mods ...func(*apionly.Options)) *lbEnv {
 	dir := t.TempDir()
 	metricsPort := freePort(t)
 	opts := apionly.Options{
+		Topology:         netlab.Topology{Clients: []string{"client", "outsider"}},
 		Dir:              dir,
 		ToolsDir:         tools,
 		Binaries:         apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
-		Clients:          []string{"client", "outsider"},
 		NodeSim:          apionly.NodeSim{TCPPorts: ports, UDPPorts: []uint16{nodePortUDP}, HealthPorts: []uint16{healthNodePort}},
 		ExtraCloudConfig: "[Pool \"reserved\"]\naddresses = 192.0.2.220-192.0.2.229\nauto-assign = false\nforwarding = proxy\n",
 		ExtraCCMArgs:     ccmMetricArgs(metricsPort),

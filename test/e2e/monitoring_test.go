@@ -19,6 +19,7 @@ import (
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/metricscheck"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // TestMonitoringWatchesExposedMetrics: every metric, and every label of
@@ -135,10 +136,10 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 		ports = append(ports, uint16(p))
 	}
 	e, err := apionly.Start(t.Context(), apionly.Options{
+		Topology:     netlab.Topology{LBHosts: 2},
 		Dir:          dir,
 		ToolsDir:     tools,
 		Binaries:     apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
-		LBHosts:      2,
 		NodeSim:      apionly.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
 		ExtraCCMArgs: []string{"--secure-port=" + strconv.Itoa(ccmPort)},
 		AgentArgs: func(e *apionly.Env, i int) []string {

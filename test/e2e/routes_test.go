@@ -241,12 +241,11 @@ func startRoutesEnv(t *testing.T) *routesEnv {
 		t.Fatal(err)
 	}
 	e, err := apionly.Start(t.Context(), apionly.Options{
+		Topology:         netlab.Topology{LBHosts: 1, Clients: []string{"gateway"}},
 		Dir:              t.TempDir(),
 		ToolsDir:         tools,
 		Binaries:         apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		Nodes:            3,
-		LBHosts:          1,
-		Clients:          []string{"gateway"},
 		ExtraCloudConfig: "[Routes]\n",
 		ExtraCCMArgs:     []string{"--cluster-cidr=" + clusterCIDR, "--configure-cloud-routes=true", "--route-reconciliation-period=1s"},
 		Logf:             t.Logf,

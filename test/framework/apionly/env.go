@@ -87,7 +87,7 @@ func (e *Env) logf(format string, args ...any) { e.Opts.Logf(format, args...) }
 func (e *Env) startHosts(ctx context.Context) error {
 	o := e.Opts
 	e.logf("creating %d load-balancer host(s), %d node(s) and %d client(s) in network namespaces", o.LBHosts, o.Nodes, len(o.Clients))
-	l, err := netlab.New(ctx, netlab.Options{Prefix: o.Prefix, Subnet4: o.Subnet4, Subnet6: o.Subnet6})
+	l, err := o.Topology.NewLab(ctx)
 	if err != nil {
 		return err
 	}
@@ -110,18 +110,13 @@ func (e *Env) startHosts(ctx context.Context) error {
 		}
 		e.Nodes = append(e.Nodes, h)
 	}
-	for _, name := range o.Clients {
-		h, err := l.AddHost(ctx, name, netlab.HostOptions{})
-		if err != nil {
-			return err
-		}
-		e.Clients[name] = h
+	clients, unlink, err := o.Topology.AddClients(ctx, l)
+	if err != nil {
+		return err
 	}
-	if o.RootLink != "" {
-		if err := l.LinkRoot(ctx, o.RootLink); err != nil {
-			return err
-		}
-		e.closers = append(e.closers, func() error { return netlab.UnlinkRoot(o.RootLink) })
+	e.Clients = clients
+	if unlink != nil {
+		e.closers = append(e.closers, unlink)
 	}
 	return nil
 }

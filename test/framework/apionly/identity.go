@@ -7,10 +7,6 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/manifests"
@@ -39,17 +35,7 @@ func (e *Env) applyRBAC(ctx context.Context) error {
 		return err
 	}
 	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return !slices.Contains(rbacKinds, o.GetKind()) })
-	cfg := e.CP.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	if err := manifests.Apply(ctx, dyn, mapper, objs, "groundcloud-sandbox"); err != nil {
+	if err := manifests.ApplyWithConfig(ctx, e.CP.RESTConfig(), objs, "groundcloud-sandbox"); err != nil {
 		return fmt.Errorf("apply deploy/ RBAC: %w", err)
 	}
 	e.logf("applied %d ServiceAccount and RBAC objects of deploy/", len(objs))

@@ -3,8 +3,9 @@ package apionly
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
+
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
 // Binaries are our programs, as built by `go build ./cmd/...`.
@@ -25,10 +26,12 @@ type Options struct {
 	ToolsDir string
 	Binaries Binaries
 
-	// Nodes (default 3), LBHosts (default 1) and Clients (default
-	// "client") are the simulated hosts, named node-N, lb-N and as given.
-	Nodes   int
-	LBHosts int
+	// Topology: the lab, its load-balancer hosts, clients and pool
+	// ranges, and the optional root link.
+	netlab.Topology
+
+	// Nodes (default 3) are the simulated nodes, named node-N.
+	Nodes int
 	// Unregistered is how many of the Nodes (the last ones) Start leaves
 	// unregistered: their hosts run nodesim and the inventory lists them,
 	// but no Node object exists until the caller registers it (RegisterNode).
@@ -36,16 +39,8 @@ type Options struct {
 	// Unlisted names nodes the cloud-config inventory leaves out: the
 	// controller manager initialises them from what they report.
 	Unlisted []string
-	Clients  []string
 	NodeSim  NodeSim
 
-	// Prefix names the lab's namespaces (default: a fresh one).
-	Prefix string
-	// Subnet4 and Subnet6 are the lab's (default 192.0.2.0/24 and
-	// 2001:db8:0:1::/64); Pool4 and Pool6 the address ranges of pool
-	// "default" (default: .200-.219 and ::c8-::db of the subnets).
-	Subnet4, Subnet6 netip.Prefix
-	Pool4, Pool6     string
 	// ExtraCloudConfig is appended to the cloud-config (more pools, say).
 	ExtraCloudConfig string
 	// ServiceCIDR of the apiserver (default dual-stack 10.96.0.0/16 and
@@ -58,9 +53,6 @@ type Options struct {
 	// AdminIdentity runs the components as test users in system:masters
 	// instead of as their own ServiceAccounts bound by deploy/'s RBAC.
 	AdminIdentity bool
-	// RootLink names a veth that joins the root namespace to the lab so the
-	// machine's shell reaches the virtual IPs; empty: no link (tests).
-	RootLink string
 
 	// HealthInterval and HealthTimeout of the agents (default 300ms, 250ms).
 	HealthInterval, HealthTimeout time.Duration
@@ -78,24 +70,7 @@ func (o Options) withDefaults() Options {
 	if o.Nodes == 0 {
 		o.Nodes = 3
 	}
-	if o.LBHosts == 0 {
-		o.LBHosts = 1
-	}
-	if o.Clients == nil {
-		o.Clients = []string{"client"}
-	}
-	if !o.Subnet4.IsValid() {
-		o.Subnet4 = netip.MustParsePrefix("192.0.2.0/24")
-	}
-	if !o.Subnet6.IsValid() {
-		o.Subnet6 = netip.MustParsePrefix("2001:db8:0:1::/64")
-	}
-	if o.Pool4 == "" {
-		o.Pool4 = rangeIn(o.Subnet4, 200, 219)
-	}
-	if o.Pool6 == "" {
-		o.Pool6 = rangeIn(o.Subnet6, 200, 219)
-	}
+	o.Topology = o.Topology.WithDefaults()
 	if o.ServiceCIDR == "" {
 		o.ServiceCIDR = "10.96.0.0/16,fd00:10:96::/112"
 	}
@@ -139,17 +114,4 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("Subnet6 %s: want an IPv6 /120 or larger", o.Subnet6))
 	}
 	return errors.Join(errs...)
-}
-
-// rangeIn is the range of host numbers first..last in a subnet.
-func rangeIn(p netip.Prefix, first, last int) string {
-	return fmt.Sprintf("%s-%s", nth(p, first), nth(p, last))
-}
-
-func nth(p netip.Prefix, n int) netip.Addr {
-	a := p.Masked().Addr()
-	for range n {
-		a = a.Next()
-	}
-	return a
 }

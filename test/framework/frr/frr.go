@@ -32,8 +32,8 @@ func Available() error {
 	return nil
 }
 
-// Router is FRR running in a lab host.
-type Router struct {
+// Instance is FRR running in a lab host.
+type Instance struct {
 	Host *netlab.Host
 	dir  string // the daemons' own: configuration, sockets, pid files, logs
 	keep string // where Stop leaves the logs
@@ -48,7 +48,7 @@ type Router struct {
 // The daemons drop to user frr, which cannot enter a test's temporary
 // directory (mode 0700): their directory is a fresh one under the
 // system's temporary directory that frr may write, removed by Stop.
-func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Router, error) {
+func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Instance, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Router,
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Router{Host: h, dir: dir, keep: logDir}
+	r := &Instance{Host: h, dir: dir, keep: logDir}
 	for _, d := range []string{Zebra, BGPD} {
 		name := filepath.Base(d)
 		p, err := h.Start(context.Background(), filepath.Join(logDir, name+".out"), d,
@@ -88,7 +88,7 @@ func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Router,
 	return r, nil
 }
 
-func (r *Router) waitVTY(ctx context.Context, daemon string) error {
+func (r *Instance) waitVTY(ctx context.Context, daemon string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := r.VTY(ctx, "show version")
@@ -107,7 +107,7 @@ func (r *Router) waitVTY(ctx context.Context, daemon string) error {
 }
 
 // VTY runs one vtysh command against the router and returns its output.
-func (r *Router) VTY(ctx context.Context, command string) ([]byte, error) {
+func (r *Instance) VTY(ctx context.Context, command string) ([]byte, error) {
 	out, err := r.Host.Command(ctx, VTYSH, "--vty_socket", r.dir, "-c", command).CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("vtysh -c %q: %w: %s", command, err, out)
@@ -118,13 +118,13 @@ func (r *Router) VTY(ctx context.Context, command string) ([]byte, error) {
 // ShellCommand is the command line that runs one vtysh command against
 // the router from the machine's shell, for a person to type while the
 // router runs.
-func (r *Router) ShellCommand(command string) string {
+func (r *Instance) ShellCommand(command string) string {
 	return fmt.Sprintf("ip netns exec %s %s --vty_socket %s -c '%s'", r.Host.Netns, VTYSH, r.dir, command)
 }
 
 // Nexthops returns the next hops of the route to prefix that the router
 // installed in its kernel (FIB), sorted; none when it has no such route.
-func (r *Router) Nexthops(ctx context.Context, prefix netip.Prefix) ([]netip.Addr, error) {
+func (r *Instance) Nexthops(ctx context.Context, prefix netip.Prefix) ([]netip.Addr, error) {
 	cmd := "show ip route " + prefix.String() + " json"
 	if prefix.Addr().Is6() {
 		cmd = "show ipv6 route " + prefix.String() + " json"
@@ -173,7 +173,7 @@ func ParseNexthops(out []byte, prefix netip.Prefix) ([]netip.Addr, error) {
 // Stop stops the daemons (bgpd first, so that it does not withdraw
 // routes from a zebra that is gone), keeps their logs and removes their
 // directory. Safe to call more than once.
-func (r *Router) Stop() error {
+func (r *Instance) Stop() error {
 	var errs []error
 	for i := len(r.proc) - 1; i >= 0; i-- {
 		if err := r.proc[i].Stop(); err != nil {
@@ -196,7 +196,7 @@ func (r *Router) Stop() error {
 
 // Dir is the daemons' directory (configuration, sockets, pid files,
 // logs), empty after Stop.
-func (r *Router) Dir() string { return r.dir }
+func (r *Instance) Dir() string { return r.dir }
 
 // dirPrefix names the daemons' directories under the system's temporary
 // directory.
@@ -214,7 +214,7 @@ func RemoveDir(dir string) error {
 
 // Log returns the path of a daemon's log ("zebra", "bgpd"): in the
 // daemons' directory while they run, in the log directory after Stop.
-func (r *Router) Log(daemon string) string {
+func (r *Instance) Log(daemon string) string {
 	if r.dir == "" {
 		return filepath.Join(r.keep, daemon+".log")
 	}

@@ -12,12 +12,12 @@ import (
 // FRR runs in a lab host with its logs in a test's temporary directory
 // (mode 0700, which the daemons' user cannot enter), answers vtysh, and
 // leaves its logs there when stopped.
-func TestRouterInLabHost(t *testing.T) {
+func TestFRRInLabHost(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Fatal(err)
 	}
 	l := netlab.NewT(t, netlab.Options{})
-	h := l.AddHostT(t, "router", netlab.HostOptions{Forwarding: true})
+	h := l.AddHostT(t, "frr", netlab.HostOptions{Forwarding: true})
 	logs := t.TempDir()
 	r, err := Start(t.Context(), h, logs, "frr defaults datacenter\nrouter bgp 64512\n bgp router-id "+h.Addr4.String()+"\n")
 	if err != nil {

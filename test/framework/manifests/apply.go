@@ -10,7 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 )
 
@@ -20,6 +24,21 @@ var installOrder = []string{
 	"CustomResourceDefinition", "Namespace", "PriorityClass",
 	"ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding",
 	"Secret", "ConfigMap",
+}
+
+// ApplyWithConfig is Apply with the dynamic client and a discovery-backed
+// mapper built from cfg.
+func ApplyWithConfig(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, fieldManager string) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return Apply(ctx, dyn, mapper, objs, fieldManager)
 }
 
 // Apply server-side-applies objs as fieldManager, forcing ownership of the

@@ -140,7 +140,7 @@ func (c *Cluster) apiserverURL() string { return "https://" + c.APIServer.String
 // node) and the clients.
 func (c *Cluster) startHosts(ctx context.Context) error {
 	o := c.Opts
-	l, err := netlab.New(ctx, netlab.Options{Prefix: o.Prefix, Subnet4: o.Subnet4, Subnet6: o.Subnet6})
+	l, err := o.Topology.NewLab(ctx)
 	if err != nil {
 		return err
 	}
@@ -179,6 +179,14 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 			Name: name, Host: h, LoadBalancer: lb, Dir: dir,
 			paths: nodePaths{dir: dir}, cgroupRoot: prefix + "/" + name,
 		})
+		clients, unlink, err := o.Topology.AddClients(ctx, l)
+		if err != nil {
+			return err
+		}
+		c.Clients = clients
+		if unlink != nil {
+			c.closers = append(c.closers, unlink)
+		}
 		return nil
 	}
 	for i := 1; i <= o.LBHosts; i++ {
@@ -199,19 +207,6 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 	// The late workers wait outside Nodes until they join.
 	k := o.LBHosts + o.Workers
 	c.Nodes, c.late = c.Nodes[:k:k], c.Nodes[k:]
-	for _, name := range o.Clients {
-		h, err := l.AddHost(ctx, name, netlab.HostOptions{})
-		if err != nil {
-			return err
-		}
-		c.Clients[name] = h
-	}
-	if o.RootLink != "" {
-		if err := l.LinkRoot(ctx, o.RootLink); err != nil {
-			return err
-		}
-		c.closers = append(c.closers, func() error { return netlab.UnlinkRoot(o.RootLink) })
-	}
 	return nil
 }
 

@@ -13,10 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/groundcloud/groundcloud/test/framework/manifests"
 )
@@ -62,17 +58,7 @@ func (c *Cluster) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := c.CP.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	if err := manifests.Apply(ctx, dyn, mapper, objs, installFieldManager); err != nil {
+	if err := manifests.ApplyWithConfig(ctx, c.CP.RESTConfig(), objs, installFieldManager); err != nil {
 		return fmt.Errorf("install groundcloud: %w", err)
 	}
 	c.logf("installed groundcloud from deploy/ and deploy/router/ (%d objects)", len(objs))

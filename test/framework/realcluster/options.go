@@ -37,29 +37,23 @@ type Options struct {
 	// images (default controlplane.RepoRoot()).
 	Repo string
 
-	// Workers (default 2) and LBHosts (default 1) are the nodes, named
+	// Topology: the lab, its load-balancer hosts (named lb-N), clients and
+	// pool ranges, and the optional root link.
+	netlab.Topology
+
+	// Workers (default 2) and Topology.LBHosts are the nodes, named
 	// node-N and lb-N. Load-balancer hosts are labelled
 	// groundcloud.io/load-balancer=true and, unless SharedLBHosts, tainted
 	// with it (NoSchedule) and labelled
 	// node.kubernetes.io/exclude-from-external-load-balancers: dedicated
 	// hosts, as docs/install.md describes.
-	Workers, LBHosts int
-	SharedLBHosts    bool
+	Workers       int
+	SharedLBHosts bool
 	// LateWorkers are more workers (named after the others) whose machines
 	// exist from the start, in the lab and in the inventory, but whose
 	// containerd and kubelet start only at Cluster.Join: nodes joining a
 	// running cluster.
 	LateWorkers int
-	// Clients are hosts that are not nodes (default "client").
-	Clients []string
-
-	// Prefix names the lab's namespaces (default: a fresh one).
-	Prefix string
-	// Subnet4 and Subnet6 are the lab's (default 192.0.2.0/24 and
-	// 2001:db8:0:1::/64); Pool4 and Pool6 the ranges of pool "default"
-	// (default .200-.219 and ::c8-::db of the subnets).
-	Subnet4, Subnet6 netip.Prefix
-	Pool4, Pool6     string
 	// ExtraAddresses are more addresses of the lab's subnets on a node's
 	// interface, by node name, added when its host is made, before its
 	// kubelet and kube-proxy start: a machine with several addresses.
@@ -85,9 +79,6 @@ type Options struct {
 	ClusterCIDR, ServiceCIDR string
 	// APIServerAddress: see DefaultAPIServerAddress.
 	APIServerAddress netip.Addr
-	// RootLink names a veth that joins the machine's root namespace to the
-	// lab (the sandbox); empty: no link.
-	RootLink string
 	// CheckHost makes Start record the machine's state (TakeHostState)
 	// under the machine-wide lock, before it changes anything, and Close
 	// compare it with the state after the teardown, still under the lock:
@@ -106,24 +97,7 @@ func (o Options) withDefaults() Options {
 	if o.Workers == 0 {
 		o.Workers = 2
 	}
-	if o.LBHosts == 0 {
-		o.LBHosts = 1
-	}
-	if o.Clients == nil {
-		o.Clients = []string{"client"}
-	}
-	if !o.Subnet4.IsValid() {
-		o.Subnet4 = netip.MustParsePrefix("192.0.2.0/24")
-	}
-	if !o.Subnet6.IsValid() {
-		o.Subnet6 = netip.MustParsePrefix("2001:db8:0:1::/64")
-	}
-	if o.Pool4 == "" {
-		o.Pool4 = rangeIn(o.Subnet4, 200, 219)
-	}
-	if o.Pool6 == "" {
-		o.Pool6 = rangeIn(o.Subnet6, 200, 219)
-	}
+	o.Topology = o.Topology.WithDefaults()
 	if o.ClusterCIDR == "" {
 		o.ClusterCIDR = DefaultClusterCIDR
 	}
@@ -204,17 +178,4 @@ func parseCIDRs(name, s string) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("%s %s: want one CIDR, or an IPv4 and an IPv6 one", name, s)
 	}
 	return out, nil
-}
-
-// rangeIn is the range of host numbers first..last in a subnet.
-func rangeIn(p netip.Prefix, first, last int) string {
-	return fmt.Sprintf("%s-%s", nth(p, first), nth(p, last))
-}
-
-func nth(p netip.Prefix, n int) netip.Addr {
-	a := p.Masked().Addr()
-	for range n {
-		a = a.Next()
-	}
-	return a
 }

@@ -14,8 +14,8 @@ import (
 // load-balancer hosts' (one AS, so that every host's route has the same
 // AS path and the router uses them all).
 const (
-	RouterASN = 64512
-	HostsASN  = 64513
+	PeerASN  = 64512
+	HostsASN = 64513
 )
 
 // BGPPeers is the cloud-config of a router on host h that every
@@ -23,18 +23,18 @@ const (
 // time (the least BGP allows: a crashed host's routes go after 3 s).
 func BGPPeers(h *netlab.Host) string {
 	peer := func(name string, a netip.Addr) string {
-		return fmt.Sprintf("[BGPPeer %q]\naddress = %s\nasn = %d\nlocal-asn = %d\nhold-time = 3s\nkeepalive-time = 1s\n\n", name, a, RouterASN, HostsASN)
+		return fmt.Sprintf("[BGPPeer %q]\naddress = %s\nasn = %d\nlocal-asn = %d\nhold-time = 3s\nkeepalive-time = 1s\n\n", name, a, PeerASN, HostsASN)
 	}
 	return peer(h.Name, h.Addr4) + peer(h.Name+"6", h.Addr6)
 }
 
-// StartRouter runs FRR (test/framework/frr) in host h of the cluster's lab, as a
+// StartFRR runs FRR (test/framework/frr) in host h of the cluster's lab, as a
 // router for the clients: it accepts BGP sessions from any host of the
 // lab's subnets (dynamic neighbours), installs up to 8 equal paths per
 // prefix and hashes flows over them by their L4 ports. Forwarding, the
 // hash policy and no ICMP redirects (it forwards out of the interface it
 // received on) are set in h's own namespace. Its logs go to Dir/frr.
-func (c *Cluster) StartRouter(ctx context.Context, h *netlab.Host) (*frr.Router, error) {
+func (c *Cluster) StartFRR(ctx context.Context, h *netlab.Host) (*frr.Instance, error) {
 	for _, kv := range [][2]string{
 		{"net.ipv4.ip_forward", "1"},
 		{"net.ipv6.conf.all.forwarding", "1"},
@@ -75,7 +75,7 @@ router bgp %d
   maximum-paths 8
  exit-address-family
 !
-`, h.Name, RouterASN, h.Addr4, HostsASN, HostsASN, c.Opts.Subnet4, c.Opts.Subnet6)
+`, h.Name, PeerASN, h.Addr4, HostsASN, HostsASN, c.Opts.Subnet4, c.Opts.Subnet6)
 	return frr.Start(ctx, h, filepath.Join(c.Opts.Dir, "frr"), conf)
 }
 
