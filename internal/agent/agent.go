@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/async"
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
@@ -130,7 +131,7 @@ type Agent struct {
 	nodes    cache.SharedIndexInformer // Nodes, trimmed by backends.Transform
 	nodeList corelisters.NodeLister
 	checker  *health.Checker
-	runner   *dataplane.Runner
+	runner   *async.Runner
 
 	reannounce     atomic.Bool // announce held addresses after the next sync
 	retrying       atomic.Bool // a sync to retry a conntrack clean-up is planned
@@ -160,7 +161,7 @@ func New(cfg Config) *Agent {
 		a.nodes = kubecore.NodeInformer(cfg.Nodes, backends.Transform)
 		a.nodeList = corelisters.NewNodeLister(a.nodes.GetIndexer())
 	}
-	a.runner = dataplane.NewRunner(a.sync, cfg.MinSync, cfg.MaxSync)
+	a.runner = async.NewRunner(a.sync, cfg.MinSync, cfg.MaxSync)
 	a.checker = health.NewChecker(cfg.Health, a.runner.Request)
 	return a
 }
@@ -512,7 +513,7 @@ func (a *Agent) retryAfter(d time.Duration, planned *atomic.Bool) {
 // RequestSync asks for a sync soon.
 func (a *Agent) RequestSync() { a.runner.Request() }
 
-// Stuck reports whether the sync loop is stuck (see dataplane.Runner.Stuck);
+// Stuck reports whether the sync loop is stuck (see async.Runner.Stuck);
 // /healthz fails then.
 func (a *Agent) Stuck() error { return a.runner.Stuck() }
 

@@ -8,7 +8,8 @@
 // other table, address, route or sysctl: holding VIPs, health checks and
 // kernel settings belong to other packages or to the host (CheckHost only
 // reports what is missing). It does not schedule: the caller decides when to
-// Sync (rate limits, periodic full resyncs via ForceFullSync).
+// Sync (rate limits, periodic full resyncs via ForceFullSync); the agent
+// does through internal/async's Runner.
 //
 // The core is pure: Validate and Desired turn a State into a Ruleset (an
 // in-memory model of the tables), Assign fills a service's hash buckets,

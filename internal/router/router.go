@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/dataplane"
+	"github.com/groundcloud/groundcloud/internal/async"
 	"github.com/groundcloud/groundcloud/internal/routes"
 )
 
@@ -45,7 +45,7 @@ type Router struct {
 	cfg      Config
 	client   *routes.Client
 	informer cache.SharedIndexInformer
-	runner   *dataplane.Runner
+	runner   *async.Runner
 	nodeCond *corev1.NodeCondition // last written on this host's Node (PlacementNode)
 }
 
@@ -53,7 +53,7 @@ type Router struct {
 func New(cfg Config) *Router {
 	r := &Router{cfg: cfg, client: routes.NewClient(cfg.Dynamic)}
 	r.informer = routes.NewInformer(cfg.Dynamic, 0)
-	r.runner = dataplane.NewRunner(r.sync, cfg.MinSync, cfg.MaxSync)
+	r.runner = async.NewRunner(r.sync, cfg.MinSync, cfg.MaxSync)
 	return r
 }
 

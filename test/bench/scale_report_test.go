@@ -292,7 +292,7 @@ Upstream's Service and Node informers held under 2 MB. The fixes:
    Event and a second EnsuringLoadBalancer Event per Service at every
    restart.
 10. The agent rests twice as long as a sync took before the next one
-   (internal/dataplane Runner; before, syncs ran back to back whenever
+   (internal/async Runner; before, syncs ran back to back whenever
    changes kept coming and a sync took longer than --min-sync-interval).
    Measured in two full runs of this benchmark on 2026-11-30, the first
    without this change (commit f7593c6, in the full make bench run from a
