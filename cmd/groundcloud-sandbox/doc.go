@@ -1,6 +1,6 @@
-// Package cli is the groundcloud-sandbox command: `up` builds what it
+// Command groundcloud-sandbox runs the sandbox (make demo): `up` builds what it
 // needs, starts a whole groundcloud installation on this machine
-// (test/framework/apionly) with a link from the machine's shell into it, creates
+// (a real cluster, test/framework/realcluster) with a link from the machine's shell into it, creates
 // an example LoadBalancer Service, prints how to reach it and stays until
 // Ctrl-C, then removes everything; `down` removes what a crashed `up` left.
 //

@@ -1,9 +1,9 @@
-// Package testbed runs a real Kubernetes control plane on loopback: an etcd
+// Package controlplane runs a real Kubernetes control plane on loopback: an etcd
 // and a kube-apiserver, and when asked kube-controller-manager and
 // kube-scheduler, built from the pinned tools module (hack/tools), as child
-// processes of the caller. The end-to-end tests, the one-command sandbox
-// and the benchmarks all start their control planes through it; the real
-// cluster (test/framework/realcluster) adds nodes to it.
+// processes of the caller. Both test beds start their control planes
+// through it: the API-only one (test/framework/apionly) adds simulated
+// hosts, the real cluster (test/framework/realcluster) real nodes.
 //
 // It owns: finding or building the tool binaries (ToolsDir); picking free
 // loopback ports; the work directory with its logs, etcd data, serving

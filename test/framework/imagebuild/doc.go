@@ -1,4 +1,4 @@
-// Package images builds container images on this machine without a
+// Package imagebuild builds container images on this machine without a
 // registry or a container daemon: docker-archive tarballs that `ctr images
 // import` loads into a containerd. The real cluster of the test bed
 // (test/framework/realcluster) runs groundcloud from these images.

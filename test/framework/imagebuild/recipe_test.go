@@ -78,7 +78,7 @@ func TestRecipeRefuses(t *testing.T) {
 // one the local builder reproduces, with a base it knows and packages it
 // can take from a Debian machine.
 func TestOurDockerfilesAreRecipes(t *testing.T) {
-	files, err := filepath.Glob("../../deploy/images/*/Dockerfile")
+	files, err := filepath.Glob("../../../deploy/images/*/Dockerfile")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Dockerfiles found: %v", err)
 	}

@@ -1,8 +1,9 @@
-// Package lab builds simulated hosts out of Linux network namespaces: one
+// Package netlab builds simulated hosts out of Linux network namespaces: one
 // "switch" namespace holding a bridge, and one namespace per host joined to
 // the bridge by a veth pair, with an IPv4 and an IPv6 address from the lab's
-// subnets. The end-to-end tests, the one-command sandbox and the benchmarks
-// all build their topologies through it.
+// subnets. Both test beds (test/framework/apionly and
+// test/framework/realcluster) build their hosts through it, from one
+// Topology.
 //
 // It owns: creating and deleting the namespaces, links, addresses and
 // sysctls of a lab; running code (Host.Do) and commands (Host.Command,

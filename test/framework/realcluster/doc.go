@@ -1,5 +1,6 @@
-// Package cluster starts a real Kubernetes cluster on one machine, with
-// groundcloud installed in it as a user installs it. Like kind, but the
+// Package realcluster starts a real Kubernetes cluster on one machine, with
+// groundcloud installed in it as a user installs it: the cluster of the
+// sandbox (cmd/groundcloud-sandbox), test/cluster and test/bench. Like kind, but the
 // nodes are network namespaces (test/framework/netlab) instead of containers.
 //
 //   - Control plane (test/framework/controlplane): etcd, kube-apiserver,
