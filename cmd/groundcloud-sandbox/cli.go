@@ -82,11 +82,35 @@ func progress(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
+// stateDir makes the sandbox's state directory, or checks the one there:
+// a directory (not a link) of this user's that no one else may write, so
+// that no other local user can plant a link or swap a file the sandbox
+// reads, writes or removes as root.
+func stateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("state directory %s is not a directory (a link?): remove it", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("state directory %s belongs to another user: remove it", dir)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("state directory %s is writable by others (mode %v): remove it", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
 func up(ctx context.Context, o *upOptions) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("the sandbox creates network namespaces, nodes and a link into them: run it as root")
 	}
-	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+	if err := stateDir(o.dir); err != nil {
 		return err
 	}
 	unlock, err := lock(o.dir)

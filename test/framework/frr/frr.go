@@ -47,7 +47,7 @@ type Instance struct {
 //
 // The daemons drop to user frr, which cannot enter a test's temporary
 // directory (mode 0700): their directory is a fresh one under the
-// system's temporary directory that frr may write, removed by Stop.
+// system's temporary directory, frr's alone (privateDir), removed by Stop.
 func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Instance, error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -55,19 +55,11 @@ func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Instanc
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", dirPrefix+"*")
+	dir, err := privateDir(config)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
 	conf := filepath.Join(dir, "frr.conf")
-	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
 	r := &Instance{Host: h, dir: dir, keep: logDir}
 	for _, d := range []string{Zebra, BGPD} {
 		name := filepath.Base(d)
@@ -185,9 +177,7 @@ func (r *Instance) Stop() error {
 		return errors.Join(errs...)
 	}
 	for _, d := range []string{"zebra", "bgpd"} {
-		if b, err := os.ReadFile(filepath.Join(r.dir, d+".log")); err == nil {
-			errs = append(errs, os.WriteFile(filepath.Join(r.keep, d+".log"), b, 0o644))
-		}
+		errs = append(errs, copyLog(filepath.Join(r.dir, d+".log"), filepath.Join(r.keep, d+".log")))
 	}
 	errs = append(errs, os.RemoveAll(r.dir))
 	r.dir = ""

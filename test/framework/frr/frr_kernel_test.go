@@ -10,8 +10,9 @@ import (
 )
 
 // FRR runs in a lab host with its logs in a test's temporary directory
-// (mode 0700, which the daemons' user cannot enter), answers vtysh, and
-// leaves its logs there when stopped.
+// (mode 0700, which the daemons' user cannot enter), from a directory of
+// its own that no other user may enter, answers vtysh, and leaves its logs
+// there when stopped.
 func TestFRRInLabHost(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Fatal(err)
@@ -24,6 +25,7 @@ func TestFRRInLabHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop() })
+	checkPrivate(t, r.Dir())
 	out, err := r.VTY(t.Context(), "show bgp summary")
 	if err != nil {
 		t.Fatal(err)
