@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/cloud-config.md")
+var update = flag.Bool("update", false, "rewrite docs/cloud-config.md and the errors of testdata/parse-bad")
 
 const referencePath = "../../docs/cloud-config.md"
 

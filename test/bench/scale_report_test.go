@@ -336,7 +336,7 @@ benchmark's agent, a process without one, does not have).
    whose anonymous map held the 128 buckets, and recomputed every
    assignment.
 12. A node change moves bucket elements, not rules (issue 13): each service
-   port's buckets are a named map (internal/dataplane, doc.go) that the DNAT
+   port's buckets are a named map (internal/dataplane, README.md) that the DNAT
    rule looks up, so a node added to 100 moves about five of each
    service's 128 buckets (its own one or two, and a few others that the
    balanced assignment moves) and the transaction deletes and adds only
