@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
@@ -201,7 +201,7 @@ func createEcho(t *testing.T, c *realcluster.Cluster, name string, replicas int3
 func exposeProxy(t *testing.T, c *realcluster.Cluster, name string, mods ...func(*corev1.Service)) *corev1.Service {
 	t.Helper()
 	svc := realcluster.LoadBalancerService(echoNS, name)
-	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
+	svc.Annotations = map[string]string{annotation.Forwarding: "proxy"}
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(realcluster.EchoUDPPort)})
 	for _, m := range mods {
 		m(svc)
