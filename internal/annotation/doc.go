@@ -1,12 +1,14 @@
 // Package annotation holds, in one place, the names of the annotations
-// users put on Kubernetes objects to steer groundcloud, with what each
-// means.
+// and labels users put on Kubernetes objects to steer groundcloud, with
+// what each means.
 //
-// It owns the annotations read on Services of type LoadBalancer
-// (service.go), and ServiceAnnotations, the list of them that
-// docs/annotations.md must document exactly (a test checks both ways). A
-// new one goes into service.go with a doc comment saying what it means,
-// into ServiceAnnotations, and gets a section in docs/annotations.md.
+// It owns:
+//   - the annotations read on Services of type LoadBalancer (service.go),
+//     and ServiceAnnotations, the list of them that docs/annotations.md
+//     must document exactly (a test checks both ways). A new one goes into
+//     service.go with a doc comment saying what it means, into
+//     ServiceAnnotations, and gets a section in docs/annotations.md;
+//   - the label that makes a Node a load-balancer host (node.go).
 //
 // It holds names only: reading, validating and acting on the values stays
 // with the package that uses them (internal/ipam reads the address

@@ -1141,7 +1141,7 @@ func checkHostRetired(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interfac
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
 	node := c.Node(own)
-	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, realcluster.LoadBalancerLabel, on) }
+	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, annotation.LoadBalancerHostLabel, on) }
 	label(ctx, false)
 	t.Cleanup(func() { label(context.Background(), true) })
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
