@@ -1075,8 +1075,8 @@ func checkSharedAddress(t *testing.T, c *realcluster.Cluster) {
 	vip := netip.MustParseAddr("192.0.2.215")
 	shared := func(port int32) func(*corev1.Service) {
 		return func(svc *corev1.Service) {
-			svc.Annotations["groundcloud.io/load-balancer-ips"] = vip.String()
-			svc.Annotations["groundcloud.io/allow-shared-ip"] = "team"
+			svc.Annotations[annotation.LoadBalancerIPs] = vip.String()
+			svc.Annotations[annotation.AllowSharedIP] = "team"
 			svc.Spec.Ports = svc.Spec.Ports[:1]
 			svc.Spec.Ports[0].Port = port
 		}
