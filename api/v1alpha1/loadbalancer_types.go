@@ -260,6 +260,10 @@ type LoadBalancerList struct {
 	Items           []LoadBalancer `json:"items"`
 }
 
+// Annotations on a LoadBalancer. They are part of the CRD: its printer
+// columns read them. The annotations users put on Services are not API
+// types and are named in internal/annotation.
+
 // AnnotationPorts on a LoadBalancer lists its ports for printing
 // ("80/TCP,53/UDP"); the controller manager writes it with the spec.
 const AnnotationPorts = "groundcloud.io/ports"
@@ -269,10 +273,6 @@ const AnnotationPorts = "groundcloud.io/ports"
 // a JSONPath finds, or a list as JSON. The controller manager writes it
 // with the spec.
 const AnnotationAddresses = "groundcloud.io/addresses"
-
-// AnnotationForwarding on a Service chooses its forwarding ("passthrough"
-// or "proxy") over its pool's.
-const AnnotationForwarding = "groundcloud.io/forwarding"
 
 // Condition types and reasons.
 const (

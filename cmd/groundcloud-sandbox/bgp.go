@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/groundcloud/groundcloud/internal/ipam"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/frr"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 	"github.com/groundcloud/groundcloud/test/images/echo"
@@ -152,7 +152,7 @@ func startBGP(ctx context.Context, c *realcluster.Cluster, dir string) (*frr.Ins
 func applyBGPService(ctx context.Context, c *realcluster.Cluster, path string) error {
 	svc := realcluster.LoadBalancerService("default", "hello-bgp")
 	svc.Spec.Selector = map[string]string{"app": "hello"}
-	svc.Annotations = map[string]string{ipam.AnnotationPool: "bgp"}
+	svc.Annotations = map[string]string{annotation.Pool: "bgp"}
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	manifest, err := realcluster.Manifest(svc)
 	if err != nil {

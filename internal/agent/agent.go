@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/async"
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
@@ -401,7 +402,7 @@ func (a *Agent) warnOffLink(lbs []*v1alpha1.LoadBalancer, problems map[string]Pr
 		if a.offLink[name] != list && a.cfg.Events != nil {
 			a.cfg.Events.Eventf(eventTarget(lb), corev1.EventTypeWarning, ReasonNodeNotOnLink,
 				"Load-balancer host %s shares no link with node(s) %s, which passthrough forwarding needs: they get none of this Service's flows. "+
-					"Put them on the host's subnet, or use proxy forwarding (annotation groundcloud.io/forwarding: proxy).", a.cfg.Host, list)
+					"Put them on the host's subnet, or use proxy forwarding (annotation %s: proxy).", a.cfg.Host, list, annotation.Forwarding)
 		}
 	}
 	recordOffLink(a.offLink, now)

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 )
 
@@ -240,10 +241,10 @@ func (a *Allocator) collision(addr netip.Addr, key types.NamespacedName, sharing
 	switch {
 	case h.sharingKey == "":
 		return fmt.Errorf("%w: %s is held by %s, which does not allow sharing; choose another address, or set annotation %s to the same key on both Services",
-			ErrAddressInUse, addr, ownerList(h.owners, key), AnnotationAllowSharedIP)
+			ErrAddressInUse, addr, ownerList(h.owners, key), annotation.AllowSharedIP)
 	case sharingKey != h.sharingKey:
 		return fmt.Errorf("%w: %s is held by %s with sharing key %q; choose another address, or set annotation %s to %q to share it",
-			ErrAddressInUse, addr, ownerList(h.owners, key), h.sharingKey, AnnotationAllowSharedIP, h.sharingKey)
+			ErrAddressInUse, addr, ownerList(h.owners, key), h.sharingKey, annotation.AllowSharedIP, h.sharingKey)
 	}
 	for _, p := range ports {
 		if o, ok := h.ports[p]; ok && o != key {

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 )
 
@@ -138,11 +139,11 @@ func (a *Allocator) candidates(req *Request, cur *record) ([]*pool, error) {
 		p := a.byName[req.Pool]
 		if p == nil {
 			return nil, fmt.Errorf("%w: pool %q does not exist; set annotation %s to %s, or remove it to use an auto-assign pool",
-				ErrUnknownPool, req.Pool, AnnotationPool, a.poolChoices(ns))
+				ErrUnknownPool, req.Pool, annotation.Pool, a.poolChoices(ns))
 		}
 		if !p.AllowsNamespace(ns) {
 			return nil, fmt.Errorf("%w: pool %q does not allow namespace %q; set annotation %s to %s, or ask the cluster operator to add the namespace to the pool",
-				ErrNamespaceNotAllowed, p.Name, ns, AnnotationPool, a.poolChoices(ns))
+				ErrNamespaceNotAllowed, p.Name, ns, annotation.Pool, a.poolChoices(ns))
 		}
 		return []*pool{p}, nil
 	case len(req.Addresses) > 0:
@@ -159,7 +160,7 @@ func (a *Allocator) requestedPool(req *Request) ([]*pool, error) {
 		q := a.poolContaining(addr)
 		if q == nil {
 			return nil, fmt.Errorf("%w: %s is in no address pool; request an address of %s, or remove annotation %s",
-				ErrNotInPool, addr, a.rangeChoices(ns), AnnotationLoadBalancerIPs)
+				ErrNotInPool, addr, a.rangeChoices(ns), annotation.LoadBalancerIPs)
 		}
 		if p != nil && q != p {
 			return nil, fmt.Errorf("%w: requested addresses %s (pool %q) and %s (pool %q) lie in different pools; request addresses of one pool",
@@ -220,10 +221,10 @@ func (a *Allocator) autoPools(req *Request, cur *record) ([]*pool, error) {
 		return cands, nil
 	case !anyAuto:
 		return nil, fmt.Errorf("%w: no pool is auto-assign; set annotation %s to %s, or ask the cluster operator to make a pool auto-assign",
-			ErrUnknownPool, AnnotationPool, a.poolChoices(ns))
+			ErrUnknownPool, annotation.Pool, a.poolChoices(ns))
 	}
 	return nil, fmt.Errorf("%w: no auto-assign pool allows namespace %q; set annotation %s to %s, or ask the cluster operator to add the namespace to a pool",
-		ErrNamespaceNotAllowed, ns, AnnotationPool, a.poolChoices(ns))
+		ErrNamespaceNotAllowed, ns, annotation.Pool, a.poolChoices(ns))
 }
 
 // sharesIn reports whether p has an address req may share.
@@ -252,7 +253,7 @@ func (a *Allocator) tryPool(req *Request, cur *record, p *pool) ([]netip.Addr, [
 		if want, ok := requested(req, f); ok {
 			if !p.contains(want) {
 				return nil, nil, fmt.Errorf("%w: %s is not in pool %q (%s); request an address of the pool, or remove annotation %s",
-					ErrNotInPool, want, p.Name, rangeList(p.Pool), AnnotationPool)
+					ErrNotInPool, want, p.Name, rangeList(p.Pool), annotation.Pool)
 			}
 			if err := a.conflict(want, req.Key, req.SharingKey, req.Ports); err != nil {
 				return nil, nil, err
@@ -348,7 +349,7 @@ func (a *Allocator) missError(req *Request, cands []*pool, misses []miss) error 
 			ErrFamilyUnavailable, cands[0].Name, what, fix)
 	}
 	return fmt.Errorf("%w: none of pools %s (those namespace %q may use) has %s; name a pool that has with annotation %s, or %s",
-		ErrFamilyUnavailable, poolNames(cands), ns, what, AnnotationPool, fix)
+		ErrFamilyUnavailable, poolNames(cands), ns, what, annotation.Pool, fix)
 }
 
 func (a *Allocator) size(p *pool, f family) uint64 {

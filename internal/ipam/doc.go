@@ -7,7 +7,8 @@
 //     spec.ipFamilyPolicy), requested addresses (annotation
 //     groundcloud.io/load-balancer-ips, else the deprecated
 //     spec.loadBalancerIP), its sharing key (annotation
-//     groundcloud.io/allow-shared-ip) and its ports;
+//     groundcloud.io/allow-shared-ip) and its ports; the annotations' names
+//     are internal/annotation's;
 //   - the Allocator, which applies the rules below, and reports pool usage
 //     (for metrics) and orphans.
 //

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 )
 
@@ -56,9 +57,9 @@ func withAnnotation(k, v string) func(*v1.Service) {
 	}
 }
 
-func withPool(name string) func(*v1.Service) { return withAnnotation(AnnotationPool, name) }
-func withIPs(ips string) func(*v1.Service)   { return withAnnotation(AnnotationLoadBalancerIPs, ips) }
-func withSharing(k string) func(*v1.Service) { return withAnnotation(AnnotationAllowSharedIP, k) }
+func withPool(name string) func(*v1.Service) { return withAnnotation(annotation.Pool, name) }
+func withIPs(ips string) func(*v1.Service)   { return withAnnotation(annotation.LoadBalancerIPs, ips) }
+func withSharing(k string) func(*v1.Service) { return withAnnotation(annotation.AllowSharedIP, k) }
 
 func withFamilies(policy v1.IPFamilyPolicy, fams ...v1.IPFamily) func(*v1.Service) {
 	return func(s *v1.Service) {

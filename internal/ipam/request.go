@@ -11,20 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// Annotations on a Service that steer its addresses.
-const (
-	// AnnotationPool names the pool to take addresses from. Absent or
-	// empty: an auto-assign pool, or the pool holding the requested
-	// addresses.
-	AnnotationPool = "groundcloud.io/pool"
-	// AnnotationLoadBalancerIPs requests addresses: comma-separated, at most
-	// one IPv4 and one IPv6. It replaces the deprecated spec.loadBalancerIP.
-	AnnotationLoadBalancerIPs = "groundcloud.io/load-balancer-ips"
-	// AnnotationAllowSharedIP is a sharing key: Services with the same key
-	// may hold the same address if their ports do not overlap.
-	AnnotationAllowSharedIP = "groundcloud.io/allow-shared-ip"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 )
 
 const ipsHint = "use comma-separated addresses, at most one IPv4 and one IPv6"
@@ -65,7 +53,7 @@ func RequestFromService(svc *v1.Service) (Request, error) {
 	r := &serviceReader{svc: svc, key: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}}
 	req := Request{
 		Key:        r.key,
-		Pool:       strings.TrimSpace(svc.Annotations[AnnotationPool]),
+		Pool:       strings.TrimSpace(svc.Annotations[annotation.Pool]),
 		SharingKey: r.sharingKey(),
 		Ports:      r.ports(),
 	}
@@ -135,7 +123,7 @@ func otherFamily(f v1.IPFamily) v1.IPFamily {
 // addresses reads the requested addresses: the annotation, else the
 // deprecated spec.loadBalancerIP.
 func (r *serviceReader) addresses(fams []v1.IPFamily) []netip.Addr {
-	ann := strings.TrimSpace(r.svc.Annotations[AnnotationLoadBalancerIPs])
+	ann := strings.TrimSpace(r.svc.Annotations[annotation.LoadBalancerIPs])
 	legacy := strings.TrimSpace(r.svc.Spec.LoadBalancerIP)
 	if ann == "" && legacy == "" {
 		return nil
@@ -158,15 +146,15 @@ func (r *serviceReader) addresses(fams []v1.IPFamily) []netip.Addr {
 		}
 		if !slices.Contains(addrs, a) {
 			r.fail("spec.loadBalancerIP %q is not among annotation %s %q; remove spec.loadBalancerIP (it is deprecated) or make it one of the annotation's addresses",
-				legacy, AnnotationLoadBalancerIPs, ann)
+				legacy, annotation.LoadBalancerIPs, ann)
 			return nil
 		}
 	}
-	return r.checkFamilies("annotation "+AnnotationLoadBalancerIPs, addrs, fams)
+	return r.checkFamilies("annotation "+annotation.LoadBalancerIPs, addrs, fams)
 }
 
 func (r *serviceReader) parseList(list string) []netip.Addr {
-	where := "annotation " + AnnotationLoadBalancerIPs
+	where := "annotation " + annotation.LoadBalancerIPs
 	var addrs []netip.Addr
 	for entry := range strings.SplitSeq(list, ",") {
 		entry = strings.TrimSpace(entry)
@@ -218,17 +206,17 @@ func (r *serviceReader) checkFamilies(where string, addrs []netip.Addr, fams []v
 }
 
 func (r *serviceReader) sharingKey() string {
-	k, ok := r.svc.Annotations[AnnotationAllowSharedIP]
+	k, ok := r.svc.Annotations[annotation.AllowSharedIP]
 	if !ok {
 		return ""
 	}
 	if k == "" {
-		r.fail("annotation %s is empty; set it to a sharing key (the same on every Service that may share an address) or remove it", AnnotationAllowSharedIP)
+		r.fail("annotation %s is empty; set it to a sharing key (the same on every Service that may share an address) or remove it", annotation.AllowSharedIP)
 		return ""
 	}
 	if msgs := content.IsLabelValue(k); len(msgs) > 0 {
 		r.fail("annotation %s: %q is not a valid sharing key (%s); use at most 63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit",
-			AnnotationAllowSharedIP, k, strings.Join(msgs, "; "))
+			annotation.AllowSharedIP, k, strings.Join(msgs, "; "))
 		return ""
 	}
 	return k

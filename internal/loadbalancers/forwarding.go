@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 )
 
@@ -21,13 +22,13 @@ func Forwarding(svc *v1.Service, pool *config.Pool) (string, error) {
 		mode = pool.Forwarding
 	}
 	var err error
-	if raw, ok := svc.Annotations[v1alpha1.AnnotationForwarding]; ok {
+	if raw, ok := svc.Annotations[annotation.Forwarding]; ok {
 		switch m := config.Forwarding(strings.ToLower(strings.TrimSpace(raw))); m {
 		case config.ForwardingPassthrough, config.ForwardingProxy:
 			mode = m
 		default:
 			err = fmt.Errorf("annotation %s: %q is not a forwarding mode; use passthrough or proxy (using %s, the pool's)",
-				v1alpha1.AnnotationForwarding, raw, mode)
+				annotation.Forwarding, raw, mode)
 		}
 	}
 	if mode == config.ForwardingProxy {

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 )
 
@@ -30,7 +31,7 @@ func TestForwarding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var mods []func(*v1.Service)
 			if tt.annotation != "-" {
-				mods = append(mods, withAnnotation(v1alpha1.AnnotationForwarding, tt.annotation))
+				mods = append(mods, withAnnotation(annotation.Forwarding, tt.annotation))
 			}
 			got, err := Forwarding(newSvc("web", mods...), tt.pool)
 			if got != tt.want {
@@ -68,18 +69,18 @@ func TestEnsureForwarding(t *testing.T) {
 		t.Errorf("ipMode = %s, want VIP", *st.Ingress[0].IPMode)
 	}
 
-	st = h.mustEnsure(newSvc("web", withAnnotation(v1alpha1.AnnotationForwarding, "proxy")))
+	st = h.mustEnsure(newSvc("web", withAnnotation(annotation.Forwarding, "proxy")))
 	if got := h.object("web").Spec.Forwarding; got != v1alpha1.ForwardingProxy {
 		t.Errorf("spec.forwarding = %q, want Proxy from the annotation", got)
 	}
 	if *st.Ingress[0].IPMode != v1.LoadBalancerIPModeProxy {
 		t.Errorf("ipMode = %s, want Proxy", *st.Ingress[0].IPMode)
 	}
-	if st, ok, _ := h.m.Get(h.ctx, newSvc("web", withAnnotation(v1alpha1.AnnotationForwarding, "proxy"))); !ok || *st.Ingress[0].IPMode != v1.LoadBalancerIPModeProxy {
+	if st, ok, _ := h.m.Get(h.ctx, newSvc("web", withAnnotation(annotation.Forwarding, "proxy"))); !ok || *st.Ingress[0].IPMode != v1.LoadBalancerIPModeProxy {
 		t.Errorf("Get = %+v, want ipMode Proxy", st)
 	}
 
-	if _, err := h.ensure(newSvc("web", withAnnotation(v1alpha1.AnnotationForwarding, "dsr"))); err == nil || !strings.Contains(err.Error(), v1alpha1.AnnotationForwarding) {
+	if _, err := h.ensure(newSvc("web", withAnnotation(annotation.Forwarding, "dsr"))); err == nil || !strings.Contains(err.Error(), annotation.Forwarding) {
 		t.Errorf("Ensure with a bad annotation = %v, want an error naming it", err)
 	}
 	if got := h.object("web").Spec.Forwarding; got != v1alpha1.ForwardingPassthrough {

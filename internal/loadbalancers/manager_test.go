@@ -23,6 +23,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/addresspools"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
@@ -331,8 +332,8 @@ func TestImpossibleRequestsAllocateNothing(t *testing.T) {
 		want    error
 		message string
 	}{
-		{"outside every pool", newSvc("outside", withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.5")), ipam.ErrNotInPool, "203.0.113.5"},
-		{"unknown pool", newSvc("nopool", withAnnotation(ipam.AnnotationPool, "gold")), ipam.ErrUnknownPool, "gold"},
+		{"outside every pool", newSvc("outside", withAnnotation(annotation.LoadBalancerIPs, "203.0.113.5")), ipam.ErrNotInPool, "203.0.113.5"},
+		{"unknown pool", newSvc("nopool", withAnnotation(annotation.Pool, "gold")), ipam.ErrUnknownPool, "gold"},
 		{"family unavailable", newSvc("v6", func(s *v1.Service) { s.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol} }), ipam.ErrFamilyUnavailable, "IPv6"},
 		{"too many ports", newSvc("ports", func(s *v1.Service) { s.Spec.Ports = manyPorts(MaxPorts + 1) }), ErrLimit, "at most 100"},
 		{"too many source ranges", newSvc("ranges", func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = manyRanges }), ErrSourceRanges, "(100)"},
@@ -379,7 +380,7 @@ func TestImpossibleEditKeepsApplying(t *testing.T) {
 		{"address taken", "192.0.2.200", ipam.ErrAddressInUse},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			edited := newSvc("web", withAnnotation(ipam.AnnotationLoadBalancerIPs, tt.ips), func(s *v1.Service) {
+			edited := newSvc("web", withAnnotation(annotation.LoadBalancerIPs, tt.ips), func(s *v1.Service) {
 				s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 				s.Spec.HealthCheckNodePort = 32001

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/frr"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
@@ -141,7 +142,7 @@ func (b *bench) deployBGP(t *testing.T) map[string]netip.Addr {
 	lines := v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)}
 	http := v1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: bgpHTTPPort, TargetPort: intstr.FromInt32(realcluster.EchoHTTPPort)}
 	bgp := echoService("bgp", "bgpbench", lines, http)
-	bgp.Annotations["groundcloud.io/pool"] = "bgp"
+	bgp.Annotations[annotation.Pool] = "bgp"
 	vips := map[string]netip.Addr{
 		announceBGP: b.loadBalancer(t, bgp),
 		announceL2:  b.loadBalancer(t, echoService("l2", "bgpbench", lines)),

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 	"github.com/groundcloud/groundcloud/test/images/echo"
@@ -356,7 +357,7 @@ func deployDataPlane(t *testing.T, b *dpBed) map[string]netip.Addr {
 	}
 	for _, s := range []*corev1.Service{
 		service(dpService, nil, []string{b.routerIP.String(), b.directIP.String()}),
-		service(dpProxyService, map[string]string{"groundcloud.io/forwarding": "proxy"}, nil),
+		service(dpProxyService, map[string]string{annotation.Forwarding: "proxy"}, nil),
 	} {
 		created, err := b.c.Client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{})
 		must(t, err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/availability"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
@@ -162,7 +163,7 @@ func (b *bench) deployFailover(t *testing.T) map[string]netip.Addr {
 	for impl, forwarding := range map[string]string{implPassthrough: "passthrough", implProxy: "proxy"} {
 		svc := echoService(impl, "failover", v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80,
 			TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)})
-		svc.Annotations["groundcloud.io/forwarding"] = forwarding
+		svc.Annotations[annotation.Forwarding] = forwarding
 		vips[impl] = b.loadBalancer(t, svc)
 	}
 	must(t, b.c.WaitDeploymentReady(t.Context(), "default", "failover"))

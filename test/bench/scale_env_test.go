@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
@@ -316,7 +317,7 @@ func (s *scaleEnv) createService(ctx context.Context, i int) error {
 				// Proxy forwarding, whose rules the benchmark reads (the
 				// bucket maps' node addresses), as in its runs before the
 				// real cluster; passthrough is the pool's default.
-				Annotations: map[string]string{"groundcloud.io/forwarding": "proxy"}},
+				Annotations: map[string]string{annotation.Forwarding: "proxy"}},
 			Spec: v1.ServiceSpec{
 				Type:     v1.ServiceTypeLoadBalancer,
 				Selector: map[string]string{"app": app},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/internal/agent"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/frr"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
@@ -162,7 +163,7 @@ func lbHosts(c *realcluster.Cluster) []*netlab.Host {
 }
 
 func inPool(name string) func(*corev1.Service) {
-	return func(s *corev1.Service) { s.Annotations["groundcloud.io/pool"] = name }
+	return func(s *corev1.Service) { s.Annotations[annotation.Pool] = name }
 }
 
 func dualStack(s *corev1.Service) {
@@ -170,7 +171,7 @@ func dualStack(s *corev1.Service) {
 	s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 }
 
-func passthrough(s *corev1.Service) { delete(s.Annotations, "groundcloud.io/forwarding") }
+func passthrough(s *corev1.Service) { delete(s.Annotations, annotation.Forwarding) }
 
 // addrsOf returns the hosts' addresses of vip's family, sorted.
 func addrsOf(vip netip.Addr, hosts ...*netlab.Host) []netip.Addr {

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
@@ -201,7 +201,7 @@ func createEcho(t *testing.T, c *realcluster.Cluster, name string, replicas int3
 func exposeProxy(t *testing.T, c *realcluster.Cluster, name string, mods ...func(*corev1.Service)) *corev1.Service {
 	t.Helper()
 	svc := realcluster.LoadBalancerService(echoNS, name)
-	svc.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
+	svc.Annotations = map[string]string{annotation.Forwarding: "proxy"}
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(realcluster.EchoUDPPort)})
 	for _, m := range mods {
 		m(svc)
@@ -1075,8 +1075,8 @@ func checkSharedAddress(t *testing.T, c *realcluster.Cluster) {
 	vip := netip.MustParseAddr("192.0.2.215")
 	shared := func(port int32) func(*corev1.Service) {
 		return func(svc *corev1.Service) {
-			svc.Annotations["groundcloud.io/load-balancer-ips"] = vip.String()
-			svc.Annotations["groundcloud.io/allow-shared-ip"] = "team"
+			svc.Annotations[annotation.LoadBalancerIPs] = vip.String()
+			svc.Annotations[annotation.AllowSharedIP] = "team"
 			svc.Spec.Ports = svc.Spec.Ports[:1]
 			svc.Spec.Ports[0].Port = port
 		}
@@ -1141,7 +1141,7 @@ func checkHostRetired(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interfac
 	vip := s.vip(t, false)
 	own := settledHolder(t, c, dyn, s.name, vip)
 	node := c.Node(own)
-	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, realcluster.LoadBalancerLabel, on) }
+	label := func(ctx context.Context, on bool) { setNodeLabel(ctx, t, c, own, annotation.LoadBalancerHostLabel, on) }
 	label(ctx, false)
 	t.Cleanup(func() { label(context.Background(), true) })
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

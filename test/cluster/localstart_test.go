@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
@@ -73,7 +74,7 @@ func checkLocalFromTheStart(t *testing.T, c *realcluster.Cluster) {
 	}
 	exposeProxy(t, c, name, func(svc *corev1.Service) {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-		svc.Annotations["groundcloud.io/load-balancer-ips"] = addr.String()
+		svc.Annotations[annotation.LoadBalancerIPs] = addr.String()
 	})
 	res := <-done
 	total := len(res.failed)
@@ -169,7 +170,7 @@ func checkLocalSwitch(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interfac
 		t.Fatal(err)
 	}
 	exposeProxy(t, c, name, func(svc *corev1.Service) {
-		svc.Annotations["groundcloud.io/load-balancer-ips"] = addr.String()
+		svc.Annotations[annotation.LoadBalancerIPs] = addr.String()
 	})
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
@@ -179,7 +180,7 @@ func checkPassthrough(t *testing.T, c *realcluster.Cluster) {
 	t.Run("a Service annotated for proxy forwarding is proxied beside them", func(t *testing.T) {
 		s := passthroughService(ns, "proxied", corev1.ServiceExternalTrafficPolicyLocal)
 		s.Spec.Selector = map[string]string{"app": "local"}
-		s.Annotations = map[string]string{v1alpha1.AnnotationForwarding: "proxy"}
+		s.Annotations = map[string]string{annotation.Forwarding: "proxy"}
 		if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/frr"
-	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 	"github.com/groundcloud/groundcloud/test/images/echo"
 )
 
@@ -114,7 +114,7 @@ func checkSandboxBGP(t *testing.T, summary []string) string {
 // load-balancer hosts, sorted, as the printed kubectl reports them.
 func lbHostAddrs(t *testing.T, summary []string) []netip.Addr {
 	t.Helper()
-	kubectl := exec.CommandContext(t.Context(), summaryMatch(t, summary, kubectlRE)[1], "get", "nodes", "-l", realcluster.LoadBalancerLabel+"=true",
+	kubectl := exec.CommandContext(t.Context(), summaryMatch(t, summary, kubectlRE)[1], "get", "nodes", "-l", annotation.LoadBalancerHostLabel+"=true",
 		"-o", `jsonpath={range .items[*]}{range .status.addresses[?(@.type=="InternalIP")]}{.address}{"\n"}{end}{end}`)
 	kubectl.Env = append(os.Environ(), "KUBECONFIG="+summaryMatch(t, summary, kubeconfRE)[1])
 	out, err := kubectl.CombinedOutput()

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/availability"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
@@ -41,7 +41,7 @@ type splitBrain struct {
 func newSplitBrain(s *haScenario) *splitBrain { return &splitBrain{haScenario: s} }
 
 func localProxy(svc *corev1.Service) {
-	svc.Annotations[v1alpha1.AnnotationForwarding] = "proxy"
+	svc.Annotations[annotation.Forwarding] = "proxy"
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 }
 

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/ipam"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
 
@@ -30,7 +30,7 @@ func TestLocalTrafficFromTheStart(t *testing.T) {
 	env.setUnhealthy(t, "node-3.32001.unhealthy", true)
 	vip := netip.MustParseAddr("192.0.2.221") // requested, so that clients try it before it exists
 	addr := netip.AddrPortFrom(vip, 8080)
-	requested := withAnnotation(ipam.AnnotationLoadBalancerIPs, vip.String())
+	requested := withAnnotation(annotation.LoadBalancerIPs, vip.String())
 
 	t.Run("a new Local Service", func(t *testing.T) {
 		c := startConnecting(t, env, addr)

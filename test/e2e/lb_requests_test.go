@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/groundcloud/groundcloud/internal/ipam"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
 
@@ -63,14 +63,14 @@ func TestLoadBalancerRecovery(t *testing.T) {
 
 	t.Run("a write the apiserver refuses strands no address", func(t *testing.T) {
 		refuseCreate(t, env, "doomed")
-		env.create(t, newService("doomed", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.210")))
+		env.create(t, newService("doomed", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.210")))
 		env.warning(t, "doomed", "refused by this test")
 		env.delete(t, "doomed")
 		eventually(t, "service doomed gone", func() bool {
 			_, err := env.client.CoreV1().Services("default").Get(ctx, "doomed", metav1.GetOptions{})
 			return err != nil
 		})
-		env.create(t, newService("heir", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.210")))
+		env.create(t, newService("heir", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.210")))
 		if got := env.addresses(t, "heir", 1)[0]; got != netip.MustParseAddr("192.0.2.210") {
 			t.Fatalf("heir got %s, want 192.0.2.210, freed with doomed", got)
 		}
@@ -81,7 +81,7 @@ func TestLoadBalancerRecovery(t *testing.T) {
 		for i := range 101 {
 			ports = append(ports, withPort(v1.ProtocolTCP, int32(1000+i), 0))
 		}
-		env.create(t, newService("many-ports", append(ports, withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.211"))...))
+		env.create(t, newService("many-ports", append(ports, withAnnotation(annotation.LoadBalancerIPs, "192.0.2.211"))...))
 		env.warning(t, "many-ports", "has 101 ports; a groundcloud load balancer carries at most 100")
 		env.expectNoAddress(t, "many-ports")
 
@@ -89,13 +89,13 @@ func TestLoadBalancerRecovery(t *testing.T) {
 		for i := range 101 {
 			ranges = append(ranges, fmt.Sprintf("10.1.%d.0/24", i))
 		}
-		env.create(t, newService("many-ranges", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withSourceRanges(ranges...), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.211")))
+		env.create(t, newService("many-ranges", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withSourceRanges(ranges...), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.211")))
 		env.warning(t, "many-ranges", "101 ranges, more than a LoadBalancer holds (100)")
 		env.expectNoAddress(t, "many-ranges")
 
 		env.delete(t, "many-ports")
 		env.delete(t, "many-ranges")
-		env.create(t, newService("after-limits", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.211")))
+		env.create(t, newService("after-limits", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.211")))
 		if got := env.addresses(t, "after-limits", 1)[0]; got != netip.MustParseAddr("192.0.2.211") {
 			t.Fatalf("after-limits got %s, want 192.0.2.211, which the refused Services never held", got)
 		}
@@ -146,7 +146,7 @@ func TestLoadBalancerRecovery(t *testing.T) {
 			t.Fatalf("outsider cannot reach %s before the edit: %v", vip, err)
 		}
 		updateService(t, env, "edited", func(s *v1.Service) {
-			s.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "203.0.113.5"}
+			s.Annotations = map[string]string{annotation.LoadBalancerIPs: "203.0.113.5"}
 			s.Spec.LoadBalancerSourceRanges = []string{env.inside.Addr4.String() + "/32"}
 		})
 		env.warning(t, "edited", "203.0.113.5")

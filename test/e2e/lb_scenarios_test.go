@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/groundcloud/groundcloud/internal/ipam"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 )
 
 // TestLoadBalancer: what the controller manager and the agent write for
@@ -50,26 +50,26 @@ func TestLoadBalancer(t *testing.T) {
 	})
 
 	t.Run("a requested IP is honoured; one outside every pool is refused with an event", func(t *testing.T) {
-		env.create(t, newService("pinned", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.225")))
+		env.create(t, newService("pinned", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.225")))
 		if got := env.addresses(t, "pinned", 1)[0]; got != netip.MustParseAddr("192.0.2.225") {
 			t.Fatalf("pinned got %s, want 192.0.2.225 (from the non-auto-assign pool)", got)
 		}
 
-		env.create(t, newService("outside", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.5")))
+		env.create(t, newService("outside", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(annotation.LoadBalancerIPs, "203.0.113.5")))
 		env.warning(t, "outside", "203.0.113.5")
 		env.expectNoAddress(t, "outside")
 	})
 
 	t.Run("services share an address on different ports; a port conflict is refused", func(t *testing.T) {
-		key := withAnnotation(ipam.AnnotationAllowSharedIP, "team-a")
+		key := withAnnotation(annotation.AllowSharedIP, "team-a")
 		env.create(t, newService("share-a", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), key))
 		a := env.addresses(t, "share-a", 1)[0]
-		env.create(t, newService("share-b", withPort(v1.ProtocolTCP, 81, env.nodePort(t)), key, withAnnotation(ipam.AnnotationLoadBalancerIPs, a.String())))
+		env.create(t, newService("share-b", withPort(v1.ProtocolTCP, 81, env.nodePort(t)), key, withAnnotation(annotation.LoadBalancerIPs, a.String())))
 		if b := env.addresses(t, "share-b", 1)[0]; b != a {
 			t.Fatalf("share-b got %s, want the shared %s", b, a)
 		}
 
-		env.create(t, newService("share-c", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), key, withAnnotation(ipam.AnnotationLoadBalancerIPs, a.String())))
+		env.create(t, newService("share-c", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), key, withAnnotation(annotation.LoadBalancerIPs, a.String())))
 		env.warning(t, "share-c", a.String())
 		env.expectNoAddress(t, "share-c")
 

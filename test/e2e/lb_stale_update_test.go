@@ -16,7 +16,7 @@ import (
 	"k8s.io/cloud-provider/api"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
-	"github.com/groundcloud/groundcloud/internal/ipam"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/provider"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
@@ -48,7 +48,7 @@ func TestStaleUpdateAssignsNothing(t *testing.T) {
 	lbs, _ := cloud.LoadBalancer()
 
 	svcs := client.CoreV1().Services("default")
-	web, err := svcs.Create(ctx, newService("web", withPort(v1.ProtocolTCP, 80, 30080), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.205")), metav1.CreateOptions{})
+	web, err := svcs.Create(ctx, newService("web", withPort(v1.ProtocolTCP, 80, 30080), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.205")), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestStaleUpdateAssignsNothing(t *testing.T) {
 		t.Errorf("GetLoadBalancer after the stale update = %v, %v; want none", exists, err)
 	}
 	// Its address is free.
-	other, err := svcs.Create(ctx, newService("other", withPort(v1.ProtocolTCP, 80, 30081), withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.205")), metav1.CreateOptions{})
+	other, err := svcs.Create(ctx, newService("other", withPort(v1.ProtocolTCP, 80, 30081), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.205")), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
@@ -141,7 +142,7 @@ func (env *lbEnv) testOrphanedAddress(t *testing.T) {
 		series      = `groundcloud_pool_orphaned_addresses{pool="reserved"}`
 	)
 	vip := netip.MustParseAddrPort("192.0.2.228:80")
-	env.create(t, newService("kept", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(ipam.AnnotationLoadBalancerIPs, vip.Addr().String())))
+	env.create(t, newService("kept", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), withAnnotation(annotation.LoadBalancerIPs, vip.Addr().String())))
 	if got := env.addresses(t, "kept", 1)[0]; got != vip.Addr() {
 		t.Fatalf("kept got %s, want %s", got, vip.Addr())
 	}
@@ -211,7 +212,7 @@ func (env *lbEnv) testSharingKeyStaysInItsNamespace(t *testing.T, shared netip.A
 		t.Fatal(err)
 	}
 	svc := newService("reach", withPort(v1.ProtocolTCP, 82, env.nodePort(t)),
-		withAnnotation(ipam.AnnotationAllowSharedIP, key), withAnnotation(ipam.AnnotationLoadBalancerIPs, shared.String()))
+		withAnnotation(annotation.AllowSharedIP, key), withAnnotation(annotation.LoadBalancerIPs, shared.String()))
 	svc.Namespace = ns.Name
 	env.create(t, svc)
 	env.event(t, ns.Name, "reach", v1.EventTypeWarning, "SyncLoadBalancerFailed",

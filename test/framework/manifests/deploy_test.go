@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/groundcloud/groundcloud/internal/agent"
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
@@ -143,8 +144,8 @@ func TestAgentDaemonSet(t *testing.T) {
 	if spec.ServiceAccountName != "groundcloud-agent" || !spec.HostNetwork {
 		t.Errorf("serviceAccountName %q, hostNetwork %v", spec.ServiceAccountName, spec.HostNetwork)
 	}
-	if got := spec.NodeSelector["groundcloud.io/load-balancer"]; got != "true" {
-		t.Errorf("nodeSelector %v, want groundcloud.io/load-balancer=true", spec.NodeSelector)
+	if got := spec.NodeSelector[annotation.LoadBalancerHostLabel]; got != "true" {
+		t.Errorf("nodeSelector %v, want %s=true", spec.NodeSelector, annotation.LoadBalancerHostLabel)
 	}
 	checkTolerations(t, spec.Tolerations)
 	// Two Secrets as files, the gossip key and the cloud-config (for its

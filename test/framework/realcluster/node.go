@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/imagebuild"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
@@ -249,9 +250,9 @@ func (n *Node) startKubelet(c *Cluster) error {
 	s := kubeletSettings{paths: n.paths, cgroupRoot: n.cgroupRoot, nodeIP: n.Host.Addr4}
 	var labels []string
 	if n.LoadBalancer {
-		labels = append(labels, LoadBalancerLabel+"=true")
+		labels = append(labels, annotation.LoadBalancerHostLabel+"=true")
 		if !c.Opts.SharedLBHosts {
-			s.taints = []corev1.Taint{{Key: LoadBalancerLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+			s.taints = []corev1.Taint{{Key: annotation.LoadBalancerHostLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 			labels = append(labels, corev1.LabelNodeExcludeBalancers+"=true")
 		}
 	}

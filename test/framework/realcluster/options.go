@@ -10,10 +10,6 @@ import (
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
-// LoadBalancerLabel marks the Nodes where the agent DaemonSet runs
-// (deploy/agent/daemonset.yaml).
-const LoadBalancerLabel = "groundcloud.io/load-balancer"
-
 // Defaults of Options.
 const (
 	DefaultClusterCIDR = "10.244.0.0/16,fd00:10:244::/56"
