@@ -376,7 +376,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	logger.V(2).Info("Synced", "plan", start.Sub(began), "dataPlane", programmed.Sub(start),
 		"addresses", time.Since(addrStart), "elapsed", time.Since(began))
 	_, elsewhere := a.cfg.Owner.(NoAddresses)
-	a.metrics.record(plan.State, len(plan.VIPs), len(owned), !elsewhere, syncErr, addrErr)
+	a.metrics.record(plan.State, an.toHold(plan.VIPs), len(owned), !elsewhere, syncErr, addrErr)
 	if a.reannounce.Swap(false) {
 		a.cfg.Addresses.Announce(ctx)
 	}

@@ -68,6 +68,19 @@ func announceOf(lbs []*v1alpha1.LoadBalancer, host labels.Set) announcing {
 	return out
 }
 
+// toHold counts the addresses of vips that some load-balancer host must
+// hold on its interface: those of L2 pools, selected by this host or not.
+// BGP addresses are advertised, never held.
+func (an announcing) toHold(vips []netip.Addr) int {
+	n := 0
+	for _, v := range vips {
+		if _, l2 := an.l2[v]; l2 && !an.bgpAddrs[v] {
+			n++
+		}
+	}
+	return n
+}
+
 // onlyServed keeps of svcs the addresses that st forwards to a healthy
 // backend: a host advertises a route for an address only while it can
 // send that address's flows on (a new Service whose nodes have not yet

@@ -318,3 +318,27 @@ func TestOnlyServed(t *testing.T) {
 		t.Errorf("onlyServed (-want +got):\n%s", diff)
 	}
 }
+
+// virtual_ips counts the addresses that a host must hold, L2 ones: BGP
+// addresses are advertised, never held (virtual_ips_held), so counting them
+// made GroundcloudAddressHeldByNoHost (max(virtual_ips) -
+// sum(virtual_ips_held) > 0) fire for ever once a Service used a BGP pool.
+// BGP has alerts of its own.
+func TestVirtualIPsCountsWhatHostsHold(t *testing.T) {
+	RegisterMetrics()
+	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	a := testAgent(t, Config{DataPlane: &failingDataPlane{}, Addresses: &recordingAddresses{}, Announcer: &recordingAnnouncer{}, HostLabels: FixedLabels{"rack": "a"}},
+		newLB("l2", noCheck, withAddresses("192.0.2.1")),
+		newLB("unselected-l2", noCheck, withAddresses("192.0.2.4"), withAnnounce(v1alpha1.AnnounceL2, "rack=b")),
+		newLB("ecmp", noCheck, withAddresses("192.0.2.2", "2001:db8::2"), withAnnounce(v1alpha1.AnnounceBGP, "rack=a"), withForwarding(v1alpha1.ForwardingPassthrough)),
+		newLB("other-rack", noCheck, withAddresses("192.0.2.3"), withAnnounce(v1alpha1.AnnounceBGP, "rack=b"), withForwarding(v1alpha1.ForwardingPassthrough)),
+	)
+	startInformer(t, a)
+	if err := a.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"groundcloud_agent_virtual_ips 2", "groundcloud_agent_virtual_ips_held 1"}
+	if diff := cmp.Diff(want, gaugeSamples(t, "groundcloud_agent_virtual_ips", "groundcloud_agent_virtual_ips_held")); diff != "" {
+		t.Errorf("gauges (-want +got):\n%s", diff)
+	}
+}

@@ -53,7 +53,7 @@ var (
 		Namespace:      "groundcloud",
 		Subsystem:      "agent",
 		Name:           "virtual_ips",
-		Help:           "Usable virtual IPs of all LoadBalancers, which the load-balancer hosts share (0 with --vip-ownership=none: another program holds them).",
+		Help:           "Usable virtual IPs of all LoadBalancers that a load-balancer host holds on its interface (L2 pools; BGP addresses are advertised, not held), which the hosts share (0 with --vip-ownership=none: another program holds them).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	virtualIPsHeld = metrics.NewGauge(&metrics.GaugeOpts{
