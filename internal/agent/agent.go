@@ -27,9 +27,9 @@ import (
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubecore"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
-	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Owner decides which virtual IPs this host holds. With one agent it holds
@@ -55,7 +55,7 @@ type DataPlane interface {
 	Cleanup(ctx context.Context) error
 }
 
-// Addresses holds virtual IPs on the host; *vip.Manager implements it.
+// Addresses holds virtual IPs on the host; *layer2.Manager implements it.
 type Addresses interface {
 	Set(ctx context.Context, want []netip.Addr) error
 	Announce(ctx context.Context)
@@ -605,7 +605,7 @@ func (a *Agent) reportsUnheld(lb *v1alpha1.LoadBalancer, problems Problems) bool
 	var first netip.Addr
 	for i, s := range lb.Spec.Addresses {
 		ad, err := netip.ParseAddr(s)
-		if err == nil && vip.Usable(ad.Unmap()) == nil {
+		if err == nil && layer2.Usable(ad.Unmap()) == nil {
 			return false // a host holds it, and writes Ready
 		}
 		if i == 0 && err == nil {

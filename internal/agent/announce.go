@@ -13,8 +13,8 @@ import (
 	"github.com/groundcloud/groundcloud/internal/bgp"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 	"github.com/groundcloud/groundcloud/internal/membership"
-	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Announcer advertises routes to BGP peers; *bgp.Speaker implements it.
@@ -105,7 +105,7 @@ func selects(an *v1alpha1.Announce, host labels.Set) bool {
 func usableAddrs(lb *v1alpha1.LoadBalancer) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range lb.Spec.Addresses {
-		if a, err := netip.ParseAddr(s); err == nil && vip.Usable(a.Unmap()) == nil {
+		if a, err := netip.ParseAddr(s); err == nil && layer2.Usable(a.Unmap()) == nil {
 			out = append(out, a.Unmap())
 		}
 	}

@@ -3,7 +3,7 @@
 // are the Nodes internal/backends accepts; a Node informer trimmed by
 // backends.Transform), health-checks those nodes, programs the nftables
 // data plane (internal/dataplane), holds the virtual IPs it owns
-// (internal/vip) and reports in the objects' status.
+// (internal/layer2) and reports in the objects' status.
 //
 // translate.go is pure (objects + nodes + health -> data plane state, probe targets,
 // addresses to hold, status); agent.go is the loop that talks to the

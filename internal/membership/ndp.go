@@ -37,7 +37,7 @@ import (
 //
 //   - A Neighbor Advertisement for the address from another MAC (its
 //     target link-layer option) is passive. A kernel's answer to a DAD probe
-//     and an agent's announcement (internal/vip: an unsolicited NA from the
+//     and an agent's announcement (internal/layer2: an unsolicited NA from the
 //     address to ff02::1 with the override flag) are the same packet (both
 //     override, not solicited; only the router flag may differ): the guard
 //     cannot tell an agent from a kernel, and all count as a kernel's.

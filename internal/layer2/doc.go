@@ -1,11 +1,14 @@
-// Package vip makes one network interface hold a wanted set of virtual IPs
+// Package layer2 is what the agent does on the client-facing link itself:
+// a Manager makes one network interface hold a wanted set of virtual IPs
 // and announces them to the link, so that clients and routers send traffic
-// for them to this host at once instead of to the previous holder.
+// for them to this host at once instead of to the previous holder. The
+// Ethernet frames it sends are built here (frames.go).
 //
-// Without the InNamespace option it works in the network namespace of the
-// goroutine calling Set, Announce and Cleanup (the agent's: the host's).
+// Without the InNamespace option a Manager works in the network namespace
+// of the goroutine calling Set, Announce and Cleanup (the agent's: the
+// host's).
 //
-// It owns: the addresses it adds to its interface (IPv4 as /32, IPv6 as /128
+// A Manager owns: the addresses it adds to its interface (IPv4 as /32, IPv6 as /128
 // with IFA_F_NODAD, usable at once, and with preferred lifetime 0 so the host
 // never picks a virtual IP as the source of its own connections), removing
 // them when they are no longer wanted or on Cleanup, and the gratuitous ARP
@@ -29,4 +32,4 @@
 // the new holder); decide which host holds which address (its caller does).
 // One Manager per interface and host: two Managers on one interface would
 // share the mark and remove each other's addresses.
-package vip
+package layer2
