@@ -40,16 +40,14 @@ func arpAnnouncement(mac net.HardwareAddr, a netip.Addr) []byte {
 func unsolicitedNA(mac net.HardwareAddr, a netip.Addr) []byte {
 	const (
 		icmpLen     = 32 // header 4, flags 4, target 16, option 8
-		naType      = 136
 		overrideBit = 0x20
-		optTargetLL = 2
 	)
 	src := a.As16()
 	icmp := make([]byte, icmpLen)
-	icmp[0] = naType
+	icmp[0] = ndpAdvertisement
 	icmp[4] = overrideBit
 	copy(icmp[8:24], src[:])
-	icmp[24], icmp[25] = optTargetLL, 1 // length in units of 8 bytes
+	icmp[24], icmp[25] = ndpOptTargetLL, 1 // length in units of 8 bytes
 	copy(icmp[26:32], mac)
 	return icmpv6Frame(mac, a, allNodes, icmp)
 }
