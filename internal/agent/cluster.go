@@ -36,7 +36,7 @@ const (
 )
 
 // Cluster is an agent's membership among several load-balancer hosts that
-// share the virtual IPs; *membership.Cluster implements it. It is also the
+// share the virtual IPs; *membership.Gossip implements it. It is also the
 // agent's Owner.
 type Cluster interface {
 	Owner

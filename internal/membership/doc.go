@@ -9,7 +9,7 @@
 // The core is pure and table-tested: Owners (who owns what), readiness
 // (a host's State from its health over time: Starting, Unhealthy,
 // HoldDown, Ready), candidates (who may own), conflicts (what to do when
-// another host answers for an address). Cluster is the I/O shell: it runs
+// another host answers for an address). Gossip is the I/O shell: it runs
 // memberlist, rejoins lost members, reads the interface's state, and its
 // guard probes owned addresses and listens for other hosts answering for
 // them (split brains), through a layer2.Guard (internal/layer2: the ARP
@@ -32,7 +32,7 @@
 //     HoldDown before it takes its share back: a flapping host moves
 //     nothing, and a host whose link comes back rejoins the others before
 //     it claims anything. A host that has never seen another (alone, or
-//     the first of a cluster to start) does not wait.
+//     the first of the agents to start) does not wait.
 //   - A restarted agent joins the seeds and the peers found in the API,
 //     and listens to the link, before it decides anything, so it never
 //     believes it is alone.

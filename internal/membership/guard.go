@@ -18,73 +18,73 @@ import (
 // to one of the virtual IPs. It acts on the decisions: yielding withdraws
 // an address (a sync), defending announces the held ones again. Without
 // IPv6 on the interface only IPv4 addresses are watched.
-func (c *Cluster) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
+func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	logger := klog.FromContext(ctx)
-	g, err := layer2.OpenGuard(ifc.index, ifc.mac)
+	l2, err := layer2.OpenGuard(ifc.index, ifc.mac)
 	if err != nil {
-		c.mu.Lock()
-		c.guardOff = true
-		c.mu.Unlock()
-		logger.Error(err, "Cannot watch for split brains", "interface", c.cfg.Interface)
+		g.mu.Lock()
+		g.guardOff = true
+		g.mu.Unlock()
+		logger.Error(err, "Cannot watch for split brains", "interface", g.cfg.Interface)
 		return
 	}
-	defer func() { _ = g.Close() }()
-	if err := g.WatchIPv6(c.cfg.Interface); err != nil {
-		logger.Error(err, "Cannot watch IPv6 addresses for split brains", "interface", c.cfg.Interface)
+	defer func() { _ = l2.Close() }()
+	if err := l2.WatchIPv6(g.cfg.Interface); err != nil {
+		logger.Error(err, "Cannot watch IPv6 addresses for split brains", "interface", g.cfg.Interface)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	c.mu.Lock()
-	c.listenSince = time.Now()
-	c.mu.Unlock()
-	wg.Go(func() { g.Listen(ctx, c.claimed) })
-	tick := time.NewTicker(c.cfg.ConflictProbeInterval)
+	g.mu.Lock()
+	g.listenSince = time.Now()
+	g.mu.Unlock()
+	wg.Go(func() { l2.Listen(ctx, g.claimed) })
+	tick := time.NewTicker(g.cfg.ConflictProbeInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			c.guardRound(ctx, g, hooks)
+			g.guardRound(ctx, l2, hooks)
 		}
 	}
 }
 
 // claimed records a claim another station made on the link, when it is
 // one of the virtual IPs.
-func (c *Cluster) claimed(cl layer2.Claim) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.vips[cl.Addr] {
+func (g *Gossip) claimed(cl layer2.Claim) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.vips[cl.Addr] {
 		return
 	}
 	s := sighting{VIP: cl.Addr, MAC: cl.MAC, Active: cl.Active, At: time.Now()}
-	c.conflicts.observe(s)
+	g.conflicts.observe(s)
 	if s.Active && s.MAC != "" {
-		c.heard[s.MAC] = s.At // its agent serves (see presence.go)
+		g.heard[s.MAC] = s.At // its agent serves (see presence.go)
 	}
 }
 
 // guardRound probes the held addresses and acts on the conflicts.
-func (c *Cluster) guardRound(ctx context.Context, g *layer2.Guard, hooks Hooks) {
+func (g *Gossip) guardRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) {
 	logger := klog.FromContext(ctx)
-	c.mu.Lock()
+	g.mu.Lock()
 	var wanted, held []netip.Addr
-	for _, v := range c.obs.VIPs {
+	for _, v := range g.obs.VIPs {
 		v = v.Unmap()
-		if (v.Is6() && !g.WatchesIPv6()) || c.owner(v) != c.cfg.Name {
+		if (v.Is6() && !l2.WatchesIPv6()) || g.owner(v) != g.cfg.Name {
 			continue
 		}
 		wanted = append(wanted, v)
-		if !c.suppressed[v] {
+		if !g.suppressed[v] {
 			held = append(held, v)
 		}
 	}
-	view := peerView{self: c.cfg.Name, hostOf: hostsByMAC(c.macs, c.apiMACs), alive: map[string]bool{}}
-	for name := range c.peers {
+	view := peerView{self: g.cfg.Name, hostOf: hostsByMAC(g.macs, g.apiMACs), alive: map[string]bool{}}
+	for name := range g.peers {
 		view.alive[name] = true
 	}
-	actions, changes := c.conflicts.decide(time.Now(), wanted, view)
+	actions, changes := g.conflicts.decide(time.Now(), wanted, view)
 	suppressed := map[netip.Addr]bool{}
 	defend := false
 	for v, a := range actions {
@@ -92,15 +92,15 @@ func (c *Cluster) guardRound(ctx context.Context, g *layer2.Guard, hooks Hooks) 
 		defend = defend || a == ActionDefend
 	}
 	maps.DeleteFunc(suppressed, func(_ netip.Addr, yield bool) bool { return !yield })
-	withdrawn := !maps.Equal(suppressed, c.suppressed)
-	c.suppressed = suppressed
-	c.mu.Unlock()
+	withdrawn := !maps.Equal(suppressed, g.suppressed)
+	g.suppressed = suppressed
+	g.mu.Unlock()
 
 	// Hear the probes for the addresses this host yields, too.
-	if err := g.Follow(wanted); err != nil {
+	if err := l2.Follow(wanted); err != nil {
 		logger.V(2).Info("Cannot join solicited-node groups", "err", err)
 	}
-	g.Probe(ctx, held)
+	l2.Probe(ctx, held)
 	for _, cf := range changes {
 		recordConflict(cf)
 		if cf.Action == ActionNone {

@@ -17,18 +17,18 @@ import (
 func TestClaimedKeepsVirtualIPs(t *testing.T) {
 	v, client := netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("192.0.2.50")
 	const agentMAC, kernelMAC, clientMAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b", "02:00:00:00:00:0c"
-	c := New(Config{ConflictProbeInterval: time.Second})
-	c.vips = map[netip.Addr]bool{v: true}
+	g := New(Config{ConflictProbeInterval: time.Second})
+	g.vips = map[netip.Addr]bool{v: true}
 	for _, cl := range []layer2.Claim{
 		{Addr: v, MAC: agentMAC, Active: true},
 		{Addr: v, MAC: kernelMAC},
 		{Addr: client, MAC: clientMAC},
 		{Addr: client, MAC: clientMAC, Active: true},
 	} {
-		c.claimed(cl)
+		g.claimed(cl)
 	}
 	var seen []sightingKey
-	for k := range c.conflicts.seen {
+	for k := range g.conflicts.seen {
 		seen = append(seen, k)
 	}
 	slices.SortFunc(seen, compareKeys)
@@ -36,7 +36,7 @@ func TestClaimedKeepsVirtualIPs(t *testing.T) {
 		t.Errorf("sightings (-want +got):\n%s", diff)
 	}
 	var heard []string
-	for mac := range c.heard {
+	for mac := range g.heard {
 		heard = append(heard, mac)
 	}
 	if diff := cmp.Diff([]string{agentMAC}, heard); diff != "" {
