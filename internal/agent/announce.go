@@ -199,7 +199,7 @@ func groupsOf(lbs []*v1alpha1.LoadBalancer, host labels.Set) (map[netip.Addr]str
 }
 
 // onLink returns the addresses of vips that are announced on the link
-// (L2): the cluster's split-brain guard probes those it holds, and must
+// (L2): membership's split-brain guard probes those it holds, and must
 // not probe BGP addresses, which no host answers for on the link.
 func onLink(vips []netip.Addr, lbs []*v1alpha1.LoadBalancer) []netip.Addr {
 	bgpAddrs := map[netip.Addr]bool{}

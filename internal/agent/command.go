@@ -232,7 +232,7 @@ func (o *Options) Run(ctx context.Context) error {
 		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements(),
 		Addresses:     layer2.NewManager(o.Interface, logger.WithName("vip")),
 		Owner:         own.Owner,
-		Cluster:       own.Cluster,
+		Membership:    own.Membership,
 		Events:        own.Events,
 		Conntrack:     own.Conntrack,
 		Health:        o.Health,
