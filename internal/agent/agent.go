@@ -29,14 +29,14 @@ import (
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubecore"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
-	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Owner decides which virtual IPs this host holds. With one agent it holds
 // every address (AllAddresses); with several, membership decides (a
-// Cluster, --vip-ownership=memberlist); NoAddresses leaves them to another
+// Membership, --vip-ownership=memberlist); NoAddresses leaves them to another
 // program.
 type Owner interface {
 	Owns(addr netip.Addr) bool
@@ -57,7 +57,7 @@ type DataPlane interface {
 	Cleanup(ctx context.Context) error
 }
 
-// Addresses holds virtual IPs on the host; *vip.Manager implements it.
+// Addresses holds virtual IPs on the host; *layer2.Manager implements it.
 type Addresses interface {
 	Set(ctx context.Context, want []netip.Addr) error
 	Announce(ctx context.Context)
@@ -81,9 +81,9 @@ type Config struct {
 	FullSyncEvery time.Duration
 	AnnounceEach  time.Duration // re-announce held addresses this often
 
-	// Cluster, when set, shares the addresses with other hosts and is the
-	// Owner (Owner may then be nil); see cluster.go.
-	Cluster Cluster
+	// Membership, when set, shares the addresses with other hosts and is
+	// the Owner (Owner may then be nil); see ownership.go.
+	Membership Membership
 	// Events records split brains and LoadBalancers that only this host's
 	// own node could serve (nil: none).
 	Events record.EventRecorder
@@ -110,8 +110,8 @@ type Config struct {
 	// waits for it to withdraw before removing the data plane.
 	Announcer Announcer
 	BGP       Runnable
-	// Reconnect closes the connections to the apiserver (nil: never). The
-	// cluster calls it when the interface comes back up: a status write
+	// Reconnect closes the connections to the apiserver (nil: never).
+	// Membership calls it when the interface comes back up: a status write
 	// on a connection opened before would wait for TCP to retransmit,
 	// seconds after a long outage, and the other hosts would read this
 	// host's state (HoldDown) only after it has changed again.
@@ -152,8 +152,8 @@ type Agent struct {
 
 // New builds an agent; it starts nothing.
 func New(cfg Config) *Agent {
-	if cfg.Cluster != nil && cfg.Owner == nil {
-		cfg.Owner = cfg.Cluster
+	if cfg.Membership != nil && cfg.Owner == nil {
+		cfg.Owner = cfg.Membership
 	}
 	a := &Agent{cfg: cfg, client: lbapi.NewClient(cfg.Dynamic), reports: newReportQueue(), translations: &translateMemo{}}
 	a.informer = lbapi.NewInformer(cfg.Dynamic, 0)
@@ -222,16 +222,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	wg.Go(func() { a.reportLoop(runCtx) })
-	clusterErr := make(chan error, 1)
-	if a.cfg.Cluster != nil {
-		wg.Go(func() { clusterErr <- a.cfg.Cluster.Run(runCtx, a.clusterHooks(runCtx)) })
+	membershipErr := make(chan error, 1)
+	if a.cfg.Membership != nil {
+		wg.Go(func() { membershipErr <- a.cfg.Membership.Run(runCtx, a.membershipHooks(runCtx)) })
 	}
 	a.runner.Request()
 	logger.Info("Agent running", "host", a.cfg.Host)
 	select {
 	case <-ctx.Done():
 		return nil
-	case err := <-clusterErr:
+	case err := <-membershipErr:
 		if err != nil {
 			return fmt.Errorf("membership: %w", err)
 		}
@@ -243,7 +243,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // onUpdate ignores changes that leave the spec alone: status writes (ours
 // among them) and resyncs. The spec's generation changes with every spec
 // change. Another host publishing a new Member condition is a change for
-// the cluster (see hostsChanged).
+// membership (see hostsChanged).
 func (a *Agent) onUpdate(old, cur any) {
 	o, ok1 := old.(metav1.Object)
 	c, ok2 := cur.(metav1.Object)
@@ -352,8 +352,8 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.cleanupFailed(ctx, res.CleanupErr)
 	}
 
-	if a.cfg.Cluster != nil {
-		a.cfg.Cluster.Observe(a.observation(lbs, plan, syncErr))
+	if a.cfg.Membership != nil {
+		a.cfg.Membership.Observe(a.observation(lbs, plan, syncErr))
 		if syncErr == nil {
 			a.looseOnce.Do(func() { checkLoosePickup(logger) })
 		}
@@ -523,8 +523,8 @@ func (a *Agent) Stuck() error { return a.runner.Stuck() }
 func (a *Agent) report(ctx context.Context, lbs []*v1alpha1.LoadBalancer, owned, announced []netip.Addr, syncErr error, problems map[string]Problems) {
 	now := metav1.Now()
 	var member *membership.Status
-	if a.cfg.Cluster != nil {
-		st := a.cfg.Cluster.Status()
+	if a.cfg.Membership != nil {
+		st := a.cfg.Membership.Status()
 		member = &st
 	}
 	held := make(map[netip.Addr]bool, len(owned))
@@ -607,7 +607,7 @@ func (a *Agent) reportsUnheld(lb *v1alpha1.LoadBalancer, problems Problems) bool
 	var first netip.Addr
 	for i, s := range lb.Spec.Addresses {
 		ad, err := netip.ParseAddr(s)
-		if err == nil && vip.Usable(ad.Unmap()) == nil {
+		if err == nil && layer2.Usable(ad.Unmap()) == nil {
 			return false // a host holds it, and writes Ready
 		}
 		if i == 0 && err == nil {

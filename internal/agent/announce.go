@@ -13,8 +13,8 @@ import (
 	"github.com/groundcloud/groundcloud/internal/bgp"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 	"github.com/groundcloud/groundcloud/internal/membership"
-	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Announcer advertises routes to BGP peers; *bgp.Speaker implements it.
@@ -118,7 +118,7 @@ func selects(an *v1alpha1.Announce, host labels.Set) bool {
 func usableAddrs(lb *v1alpha1.LoadBalancer) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range lb.Spec.Addresses {
-		if a, err := netip.ParseAddr(s); err == nil && vip.Usable(a.Unmap()) == nil {
+		if a, err := netip.ParseAddr(s); err == nil && layer2.Usable(a.Unmap()) == nil {
 			out = append(out, a.Unmap())
 		}
 	}
@@ -212,7 +212,7 @@ func groupsOf(lbs []*v1alpha1.LoadBalancer, host labels.Set) (map[netip.Addr]str
 }
 
 // onLink returns the addresses of vips that are announced on the link
-// (L2): the cluster's split-brain guard probes those it holds, and must
+// (L2): membership's split-brain guard probes those it holds, and must
 // not probe BGP addresses, which no host answers for on the link.
 func onLink(vips []netip.Addr, lbs []*v1alpha1.LoadBalancer) []netip.Addr {
 	bgpAddrs := map[netip.Addr]bool{}

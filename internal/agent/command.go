@@ -28,9 +28,9 @@ import (
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubeconfig"
 	"github.com/groundcloud/groundcloud/internal/kubecore"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 	"github.com/groundcloud/groundcloud/internal/membership"
 	"github.com/groundcloud/groundcloud/internal/memlimit"
-	"github.com/groundcloud/groundcloud/internal/vip"
 )
 
 // Options are the agent's command-line settings.
@@ -230,9 +230,9 @@ func (o *Options) Run(ctx context.Context) error {
 		Dynamic:       dyn,
 		Nodes:         core.Nodes(),
 		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements(),
-		Addresses:     vip.New(o.Interface, logger.WithName("vip")),
+		Addresses:     layer2.NewManager(o.Interface, logger.WithName("vip")),
 		Owner:         own.Owner,
-		Cluster:       own.Cluster,
+		Membership:    own.Membership,
 		Events:        own.Events,
 		Conntrack:     own.Conntrack,
 		Health:        o.Health,

@@ -3,12 +3,13 @@
 // are the Nodes internal/backends accepts; a Node informer trimmed by
 // backends.Transform), health-checks those nodes, programs the nftables
 // data plane (internal/dataplane), holds the virtual IPs it owns
-// (internal/vip) and reports in the objects' status.
+// (internal/layer2) and reports in the objects' status.
 //
 // translate.go is pure (objects + nodes + health -> data plane state, probe targets,
 // addresses to hold, status); agent.go is the loop that talks to the
-// apiserver and the kernel; cluster.go connects it to internal/membership
-// when several agents share the addresses. The agent keeps forwarding with its last known
+// apiserver and the kernel; ownership.go builds the Owner --vip-ownership
+// asks for and connects the agent to internal/membership when several
+// agents share the addresses. The agent keeps forwarding with its last known
 // state while the apiserver is unreachable. It must never touch nftables
 // tables or addresses it did not create.
 package agent

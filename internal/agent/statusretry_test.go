@@ -46,12 +46,12 @@ func TestFailedStatusWriteIsRetried(t *testing.T) {
 	waitFor(t, "the failed status write to be tried again", func() bool { return writes.Load() > failed })
 }
 
-// The cluster's LinkUp closes the agent's connections to the apiserver
+// Membership's LinkUp hook closes the agent's connections to the apiserver
 // (Config.Reconnect), so that what it writes next goes out on new ones.
 func TestLinkUpReconnects(t *testing.T) {
 	var closed atomic.Int32
 	a := testAgent(t, Config{DataPlane: &recordingDataPlane{}, Reconnect: func() { closed.Add(1) }})
-	a.clusterHooks(t.Context()).LinkUp()
+	a.membershipHooks(t.Context()).LinkUp()
 	if n := closed.Load(); n != 1 {
 		t.Errorf("Reconnect called %d times on LinkUp, want once", n)
 	}

@@ -48,7 +48,7 @@ func testAgent(t *testing.T, cfg Config, lbs ...*v1alpha1.LoadBalancer) *Agent {
 	if cfg.Addresses == nil {
 		cfg.Addresses = noAddresses{}
 	}
-	if cfg.Owner == nil && cfg.Cluster == nil {
+	if cfg.Owner == nil && cfg.Membership == nil {
 		cfg.Owner = AllAddresses{}
 	}
 	if cfg.MinSync == 0 {
@@ -113,25 +113,26 @@ func (noAddresses) Set(context.Context, []netip.Addr) error { return nil }
 func (noAddresses) Announce(context.Context)                {}
 func (noAddresses) Cleanup(context.Context) error           { return nil }
 
-// observingCluster is a Cluster of one that records what syncs tell it.
-type observingCluster struct {
+// observingMembership is a Membership of one that records what syncs
+// tell it.
+type observingMembership struct {
 	AllAddresses
 	mu  sync.Mutex
 	obs []membership.Observation
 }
 
-func (c *observingCluster) Run(ctx context.Context, _ membership.Hooks) error {
+func (c *observingMembership) Run(ctx context.Context, _ membership.Hooks) error {
 	<-ctx.Done()
 	return nil
 }
 
-func (c *observingCluster) Observe(o membership.Observation) {
+func (c *observingMembership) Observe(o membership.Observation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.obs = append(c.obs, o)
 }
 
-func (c *observingCluster) Status() membership.Status {
+func (c *observingMembership) Status() membership.Status {
 	return membership.Status{State: membership.StateReady}
 }
 
@@ -151,10 +152,10 @@ func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
 		lb.Spec.HealthCheck = nil
 	}
 	ct := &failingConntrack{}
-	cluster := &observingCluster{}
+	owner := &observingMembership{}
 	syncer := dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), knftables.NewFake(knftables.IPv6Family, dataplane.TableName), nil, ct)
 	lb := newLB("dns", udp)
-	a := testAgent(t, Config{DataPlane: syncer, Cluster: cluster}, lb)
+	a := testAgent(t, Config{DataPlane: syncer, Membership: owner}, lb)
 	startInformer(t, a)
 	if err := a.sync(t.Context()); err != nil {
 		t.Fatalf("first sync: %v", err)
@@ -176,9 +177,9 @@ func TestConntrackCleanupErrorKeepsTheHostHealthy(t *testing.T) {
 	if ct.calls == 0 {
 		t.Fatal("no conntrack clean-up was attempted")
 	}
-	cluster.mu.Lock()
-	last := cluster.obs[len(cluster.obs)-1]
-	cluster.mu.Unlock()
+	owner.mu.Lock()
+	last := owner.obs[len(owner.obs)-1]
+	owner.mu.Unlock()
 	if last.DataPlaneErr != nil {
 		t.Errorf("the host reports its data plane failed (it would drop its addresses): %v", last.DataPlaneErr)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/health"
-	"github.com/groundcloud/groundcloud/internal/vip"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 )
 
 // Plan is what the agent should do for a set of LoadBalancers.
@@ -277,7 +277,7 @@ func translateSpec(lb *v1alpha1.LoadBalancer) (dataplane.Service, Problems) {
 			bad.add(false, fmt.Sprintf("address %q is not an IP address", s))
 			continue
 		}
-		if err := vip.Usable(a.Unmap()); err != nil {
+		if err := layer2.Usable(a.Unmap()); err != nil {
 			bad.add(false, err.Error())
 			continue
 		}

@@ -9,9 +9,9 @@ import (
 
 // A split brain is two hosts answering for one virtual IP. The guard (see
 // guard.go) probes each address this host owns (ARP for IPv4, Neighbor
-// Discovery for IPv6: ndp.go) and listens to the link; every ARP frame or
-// Neighbor Discovery message in which another station claims such an
-// address is a sighting. conflicts turns sightings into decisions. It is
+// Discovery for IPv6: internal/layer2, ndp.go) and listens to the link;
+// every ARP frame or Neighbor Discovery message in which another station
+// claims such an address (a layer2.Claim) is a sighting. conflicts turns sightings into decisions. It is
 // pure: the caller passes the time.
 //
 // Sightings are active when another agent claims the address (an ARP
@@ -90,15 +90,17 @@ func newConflicts(probeInterval time.Duration) *conflicts {
 
 // observe records a sighting.
 //
-// A sighting without a MAC (an IPv6 DAD probe, see ndp.go) is attributed to
-// the one station seen answering for the address within the window: the
-// probing host holds the address, so its kernel answers this host's probes
-// and its MAC is known a round later; the probe refreshes that evidence as
-// active. With no station seen it is dropped (it counts from the next
-// round); with several (say a killed agent's kernel and a partitioned
-// agent) it is dropped too: attributed to the wrong one it could make this
-// host yield to a dead host, and without it this host defends, as it does
-// against kernels.
+// A sighting without a MAC (an IPv6 DAD probe, see internal/layer2's
+// ndp.go) is attributed to the one station seen answering for the address
+// within the window: the probing host holds the address, so its kernel
+// answers this host's probes and its MAC is known a round later; the probe
+// refreshes that evidence as active. That is what decide needs: it keys
+// evidence by MAC and finds the member by it (gossip metadata) to yield.
+// With no station seen it is dropped (it counts from the next round); with
+// several (say a killed agent's kernel and a partitioned agent) it is
+// dropped too: attributed to the wrong one it could make this host yield
+// to a dead host, and without it this host defends, as it does against
+// kernels.
 func (c *conflicts) observe(s sighting) {
 	if s.MAC == "" {
 		var only *evidence

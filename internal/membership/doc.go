@@ -9,20 +9,19 @@
 // The core is pure and table-tested: Owners (who owns what), readiness
 // (a host's State from its health over time: Starting, Unhealthy,
 // HoldDown, Ready), candidates (who may own), conflicts (what to do when
-// another host answers for an address). Cluster is the I/O shell: it runs
+// another host answers for an address). Gossip is the I/O shell: it runs
 // memberlist, rejoins lost members, reads the interface's state, and its
-// guard probes owned addresses (IPv4 with ARP, IPv6 with Neighbor
-// Discovery) and listens for other hosts answering for them (split brains).
+// guard probes owned addresses and listens for other hosts answering for
+// them (split brains), through a layer2.Guard (internal/layer2: the ARP
+// and Neighbor Discovery on the wire, its sockets and frames).
 //
-// It owns: its gossip sockets and the sockets of its guard (AF_PACKET for
-// ARP and for sending DAD probes, ICMPv6 filtered to Neighbor Solicitations
-// and Advertisements, with the solicited-node groups it joins). It must
-// not: add or remove addresses, announce them or program the data plane
-// (the agent does, asking Owns; the guard only sends RFC 5227 ARP probes
-// and RFC 4862 DAD probes, which teach receivers nothing); talk to the
-// apiserver (the agent
-// passes what it learned from the API in Observe, and reports what Hooks
-// tell it).
+// It owns: its gossip sockets, and the guard's decisions (which addresses
+// to probe, what a claim on the link means, whether to yield or defend).
+// It must not: add or remove addresses, announce them or program the data
+// plane (the agent does, asking Owns; the guard only sends RFC 5227 ARP
+// probes and RFC 4862 DAD probes, which teach receivers nothing); talk to
+// the apiserver (the agent passes what it learned from the API in Observe,
+// and reports what Hooks tell it).
 //
 // # Rules
 //
@@ -33,7 +32,7 @@
 //     HoldDown before it takes its share back: a flapping host moves
 //     nothing, and a host whose link comes back rejoins the others before
 //     it claims anything. A host that has never seen another (alone, or
-//     the first of a cluster to start) does not wait.
+//     the first of the agents to start) does not wait.
 //   - A restarted agent joins the seeds and the peers found in the API,
 //     and listens to the link, before it decides anything, so it never
 //     believes it is alone.

@@ -138,11 +138,11 @@ func hostOnly(addr string) string {
 
 // gossipError counts a gossip error of kind with peer, and logs it at the
 // default level at most once per peer and kind every few minutes.
-func (c *Cluster) gossipError(logger klog.Logger, kind, peer string, err error) {
+func (g *Gossip) gossipError(logger klog.Logger, kind, peer string, err error) {
 	recordGossipError(kind)
-	c.mu.Lock()
-	log := c.gerrs.record(kind, peer, time.Now())
-	c.mu.Unlock()
+	g.mu.Lock()
+	log := g.gerrs.record(kind, peer, time.Now())
+	g.mu.Unlock()
 	if !log {
 		return
 	}
@@ -154,14 +154,14 @@ func (c *Cluster) gossipError(logger klog.Logger, kind, peer string, err error) 
 }
 
 // hostOfIP names the host whose gossip address has ip, from gossip or the
-// API ("" if none); c.mu is held.
-func (c *Cluster) hostOfIP(ip string) string {
-	for _, p := range c.peers {
+// API ("" if none); g.mu is held.
+func (g *Gossip) hostOfIP(ip string) string {
+	for _, p := range g.peers {
 		if hostOnly(p.Addr) == ip {
 			return p.Name
 		}
 	}
-	for _, h := range c.apiHosts {
+	for _, h := range g.apiHosts {
 		if hostOnly(h.Addr) == ip {
 			return h.Name
 		}

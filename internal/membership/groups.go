@@ -64,11 +64,11 @@ func (g candidateGroups) equal(o candidateGroups) bool {
 }
 
 // groupOf is the group of vip's owners ("" for every host).
-func (c *Cluster) groupOf(vip netip.Addr) string { return c.obs.Groups[vip] }
+func (g *Gossip) groupOf(vip netip.Addr) string { return g.obs.Groups[vip] }
 
-// myGroups are this host's groups, sorted; never nil. c.mu is held.
-func (c *Cluster) myGroups() []string {
-	out := slices.Clone(c.obs.MyGroups)
+// myGroups are this host's groups, sorted; never nil. g.mu is held.
+func (g *Gossip) myGroups() []string {
+	out := slices.Clone(g.obs.MyGroups)
 	if out == nil {
 		out = []string{}
 	}

@@ -20,7 +20,7 @@ func startMemberWith(t *testing.T, name string, port int, seeds []string, obs Ob
 		HoldDown: holdDown, ConflictProbeInterval: time.Second,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &testMember{Cluster: New(cfg), stop: cancel, done: make(chan struct{})}
+	m := &testMember{Gossip: New(cfg), stop: cancel, done: make(chan struct{})}
 	if link != nil {
 		m.linkState = link
 	}

@@ -12,7 +12,7 @@ var (
 		Namespace:      "groundcloud",
 		Subsystem:      "membership",
 		Name:           "members",
-		Help:           "Agents this host sees in the cluster, itself included, by state (Starting, Unhealthy, HoldDown, Ready).",
+		Help:           "Agents this host sees in gossip, itself included, by state (Starting, Unhealthy, HoldDown, Ready).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"state"})
 	splitBrains = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -63,13 +63,13 @@ func recordGossipError(kind string) { gossipErrorCount.WithLabelValues(kind).Inc
 
 func setConflicts(n int) { conflictsNow.Set(float64(n)) }
 
-func (c *Cluster) recordMetrics() {
-	c.mu.Lock()
-	count := map[State]int{c.ready.state: 1}
-	for _, p := range c.peers {
+func (g *Gossip) recordMetrics() {
+	g.mu.Lock()
+	count := map[State]int{g.ready.state: 1}
+	for _, p := range g.peers {
 		count[p.State]++
 	}
-	c.mu.Unlock()
+	g.mu.Unlock()
 	for _, s := range []State{StateStarting, StateUnhealthy, StateHoldDown, StateReady} {
 		members.WithLabelValues(string(s)).Set(float64(count[s]))
 	}

@@ -23,7 +23,7 @@ func without(members []string, gone string) []string {
 	return slices.DeleteFunc(slices.Clone(members), func(m string) bool { return m == gone })
 }
 
-// TestOwnersGolden pins the hash: every agent of a cluster must compute the
+// TestOwnersGolden pins the hash: every agent sharing the addresses must compute the
 // same owners, also across versions during a rolling upgrade. A change here
 // moves addresses when hosts run different versions; don't.
 func TestOwnersGolden(t *testing.T) {

@@ -113,19 +113,19 @@ func forgetHeard(heard map[string]time.Time, now time.Time, window time.Duration
 // serving then count as members (see presence.go), so that a host whose
 // join fails does not claim every address at once. It waits at most two
 // windows.
-func (c *Cluster) listenFirst(ctx context.Context) {
-	window := presenceWindow(c.cfg.ConflictProbeInterval)
+func (g *Gossip) listenFirst(ctx context.Context) {
+	window := presenceWindow(g.cfg.ConflictProbeInterval)
 	deadline := time.Now().Add(2 * window)
 	for time.Now().Before(deadline) {
-		c.mu.Lock()
+		g.mu.Lock()
 		pending := false
-		for _, name := range c.apiMACs {
-			if _, member := c.peers[name]; !member && name != c.cfg.Name {
+		for _, name := range g.apiMACs {
+			if _, member := g.peers[name]; !member && name != g.cfg.Name {
 				pending = true
 			}
 		}
-		done := !pending || c.guardOff || !c.listenSince.IsZero() && time.Since(c.listenSince) >= window
-		c.mu.Unlock()
+		done := !pending || g.guardOff || !g.listenSince.IsZero() && time.Since(g.listenSince) >= window
+		g.mu.Unlock()
 		if done {
 			return
 		}

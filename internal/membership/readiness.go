@@ -41,7 +41,7 @@ type readiness struct {
 	state    State
 	until    time.Time // end of the hold-down
 	// sawPeer: another member was alive while this process ran. Until then
-	// this host is alone (a lone host, or the first of a cluster to start):
+	// this host is alone (a lone host, or the first of the agents to start):
 	// nobody serves that it would take addresses from, so it needs no
 	// hold-down. After that, being healthy alone may mean being cut off
 	// from members that serve (a link that just came back), so it waits.
@@ -77,7 +77,7 @@ func peersOf(members []Member) Peers {
 // when others serve (it would take addresses from them, perhaps only to
 // lose its health again), or when it has seen others before and sees none
 // now (it may be cut off from members that serve). When it sees others
-// and none of them serves (a cluster starting together, or all the others
+// and none of them serves (all agents starting together, or all the others
 // unhealthy), nobody holds the addresses and waiting would only keep them
 // down.
 func (r *readiness) update(now time.Time, h Health, p Peers) bool {

@@ -29,7 +29,7 @@ func TestReadiness(t *testing.T) {
 			{time.Second, sick, none, StateUnhealthy},
 			{2 * time.Second, healthy, none, StateReady},
 		}},
-		{"joining a serving cluster: hold-down first", []step{
+		{"joining serving members: hold-down first", []step{
 			{0, Health{}, none, StateStarting},
 			{time.Second, healthy, serving, StateHoldDown},
 			{5 * time.Second, healthy, serving, StateHoldDown},

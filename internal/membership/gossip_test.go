@@ -13,9 +13,9 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 )
 
-// testMember is a Cluster gossiping on the loopback interface.
+// testMember is a Gossip on the loopback interface.
 type testMember struct {
-	*Cluster
+	*Gossip
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -54,7 +54,7 @@ func startMemberWithKey(t *testing.T, name string, port int, seeds []string, obs
 		HoldDown: 2 * time.Second, ConflictProbeInterval: time.Second,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &testMember{Cluster: New(cfg), stop: cancel, done: make(chan struct{})}
+	m := &testMember{Gossip: New(cfg), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		if err := m.Run(ctx, Hooks{Sync: func(bool) {}, Announce: func() {}}); err != nil {
@@ -106,11 +106,11 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() error) 
 	return 0
 }
 
-// TestClusterFailover runs three members over loopback: they agree on
+// TestGossipFailover runs three members over loopback: they agree on
 // owners, a member that leaves hands over only its own addresses, a
 // returning one waits its hold-down and then takes back only its share,
 // and an unhealthy one gives its addresses away.
-func TestClusterFailover(t *testing.T) {
+func TestGossipFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens gossip sockets and waits for failure detection")
 	}
@@ -203,10 +203,10 @@ func TestClusterFailover(t *testing.T) {
 	}
 }
 
-// TestClusterDifferentKeys: two members with different gossip keys cannot
+// TestGossipDifferentKeys: two members with different gossip keys cannot
 // gossip; each says so in its Status (and so in LoadBalancer status), as
 // soon as the other's messages fail to decrypt.
-func TestClusterDifferentKeys(t *testing.T) {
+func TestGossipDifferentKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens gossip sockets")
 	}

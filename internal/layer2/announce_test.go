@@ -1,4 +1,4 @@
-package vip
+package layer2
 
 import (
 	"net/netip"
@@ -51,7 +51,7 @@ func (s *fakeSender) count(a netip.Addr) int {
 
 func newTestManager(t *testing.T, interval time.Duration) (*Manager, *fakeSender) {
 	logger, _ := ktesting.NewTestContext(t)
-	m := New("eth0", logger)
+	m := NewManager("eth0", logger)
 	s := &fakeSender{}
 	m.openSender = func(netns.NsHandle, int) (sender, error) { return s, nil }
 	m.burstInterval = interval

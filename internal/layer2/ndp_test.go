@@ -1,4 +1,4 @@
-package membership
+package layer2
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groundcloud/groundcloud/internal/frames"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
@@ -32,8 +31,6 @@ func TestNDPMessages(t *testing.T) {
 	self, _ := net.ParseMAC("02:00:00:00:00:01")
 	other, _ := net.ParseMAC("02:00:00:00:00:02")
 	v := netip.MustParseAddr("2001:db8:0:1::c8")
-	vips := map[netip.Addr]bool{v: true, netip.MustParseAddr("192.0.2.200"): true}
-	now := time.Unix(0, 0)
 
 	t.Run("DAD probe", func(t *testing.T) {
 		f := dadProbe(other, v)
@@ -48,7 +45,7 @@ func TestNDPMessages(t *testing.T) {
 		if f[12] != 0x86 || f[13] != 0xdd || f[20] != 58 || f[21] != 255 || !src.IsUnspecified() || dst != netip.MustParseAddr("ff02::1:ff00:c8") {
 			t.Errorf("IPv6 header: % x", f[12:54])
 		}
-		if sum := frames.ICMPv6Checksum(src.As16(), dst.As16(), f[54:]); sum != 0 {
+		if sum := icmpv6Checksum(src.As16(), dst.As16(), f[54:]); sum != 0 {
 			t.Errorf("checksum does not verify: %#x", sum)
 		}
 		p, ok := parseNDP(src, f[54:])
@@ -61,25 +58,23 @@ func TestNDPMessages(t *testing.T) {
 	node := netip.MustParseAddr("2001:db8:0:1::11")
 	unspec := netip.IPv6Unspecified()
 	tests := []struct {
-		name   string
-		src    netip.Addr
-		msg    []byte
-		want   bool
-		active bool
-		mac    string
+		name string
+		src  netip.Addr
+		msg  []byte
+		want Claim // the zero Claim: none
 	}{
-		{"another agent's DAD probe: active, no MAC", unspec, ndpMessage(ndpSolicitation, v, nil, 0), true, true, ""},
-		{"a DAD probe with a link-layer option", unspec, ndpMessage(ndpSolicitation, v, other, 0), true, true, other.String()},
-		{"another kernel's answer to a probe (or an agent's announcement)", v, ndpMessage(ndpAdvertisement, v, other, 0x20), true, false, other.String()},
-		{"a solicited advertisement from another kernel", v, ndpMessage(ndpAdvertisement, v, other, 0x60), true, false, other.String()},
-		{"another kernel asking from the address", v, ndpMessage(ndpSolicitation, node, other, 0), true, false, other.String()},
-		{"a client asking for it", client, ndpMessage(ndpSolicitation, v, other, 0), false, false, ""},
-		{"our own advertisement", v, ndpMessage(ndpAdvertisement, v, self, 0x20), false, false, ""},
-		{"our own solicitation from the address", v, ndpMessage(ndpSolicitation, node, self, 0), false, false, ""},
-		{"an advertisement without a MAC", v, ndpMessage(ndpAdvertisement, v, nil, 0x60), false, false, ""},
-		{"a solicitation from the address without a MAC", v, ndpMessage(ndpSolicitation, node, nil, 0), false, false, ""},
-		{"a DAD probe for another address", unspec, ndpMessage(ndpSolicitation, client, nil, 0), false, false, ""},
-		{"an advertisement for another address", client, ndpMessage(ndpAdvertisement, client, other, 0x20), false, false, ""},
+		{"another agent's DAD probe: active, no MAC", unspec, ndpMessage(ndpSolicitation, v, nil, 0), Claim{v, "", true}},
+		{"a DAD probe with a link-layer option", unspec, ndpMessage(ndpSolicitation, v, other, 0), Claim{v, other.String(), true}},
+		{"another kernel's answer to a probe (or an agent's announcement)", v, ndpMessage(ndpAdvertisement, v, other, 0x20), Claim{v, other.String(), false}},
+		{"a solicited advertisement from another kernel", v, ndpMessage(ndpAdvertisement, v, other, 0x60), Claim{v, other.String(), false}},
+		{"another kernel asking from the address", v, ndpMessage(ndpSolicitation, node, other, 0), Claim{v, other.String(), false}},
+		{"a client asking for it claims its own address", client, ndpMessage(ndpSolicitation, v, other, 0), Claim{client, other.String(), false}},
+		{"our own advertisement", v, ndpMessage(ndpAdvertisement, v, self, 0x20), Claim{}},
+		{"our own solicitation from the address", v, ndpMessage(ndpSolicitation, node, self, 0), Claim{}},
+		{"an advertisement without a MAC", v, ndpMessage(ndpAdvertisement, v, nil, 0x60), Claim{}},
+		{"a solicitation from the address without a MAC", v, ndpMessage(ndpSolicitation, node, nil, 0), Claim{}},
+		{"a DAD probe for another address", unspec, ndpMessage(ndpSolicitation, client, nil, 0), Claim{client, "", true}},
+		{"an advertisement for another address", client, ndpMessage(ndpAdvertisement, client, other, 0x20), Claim{client, other.String(), false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,9 +82,9 @@ func TestNDPMessages(t *testing.T) {
 			if !ok {
 				t.Fatalf("parse: %+v", p)
 			}
-			s, ok := classify6(p, self, vips, now)
-			if ok != tt.want || ok && (s.Active != tt.active || s.VIP != v || s.MAC != tt.mac || s.At != now) {
-				t.Errorf("classify6: %+v %v, want ok=%v active=%v mac=%q", s, ok, tt.want, tt.active, tt.mac)
+			got, ok := claimNDP(p, self)
+			if ok != (tt.want != Claim{}) || got != tt.want {
+				t.Errorf("claimNDP = %+v %v, want %+v", got, ok, tt.want)
 			}
 		})
 	}
@@ -122,7 +117,7 @@ func TestNDPMessages(t *testing.T) {
 	})
 }
 
-// TestNDPKernel runs the guard's IPv6 half between network namespaces:
+// TestNDPKernel runs a Guard's IPv6 half between network namespaces:
 // host a probes an address b's kernel holds and hears b's answer (passive,
 // with b's MAC); a hears c's DAD probe for an address a does not hold but
 // follows (active, no MAC), but neither its own probes nor a client asking
@@ -133,7 +128,6 @@ func TestNDPKernel(t *testing.T) {
 	b := l.AddHostT(t, "b", netlab.HostOptions{})
 	c := l.AddHostT(t, "c", netlab.HostOptions{})
 	v := netip.MustParseAddr("2001:db8:0:1::c8")
-	vips := map[netip.Addr]bool{v: true}
 	if out, err := b.Command(t.Context(), "ip", "-6", "addr", "add", v.String()+"/128", "dev", b.Iface, "nodad", "preferred_lft", "0").CombinedOutput(); err != nil {
 		t.Fatalf("add %s to b: %v\n%s", v, err, out)
 	}
@@ -157,38 +151,35 @@ func TestNDPKernel(t *testing.T) {
 	if err := sa.follow([]netip.Addr{v}); err != nil {
 		t.Fatal(err)
 	}
-	// sightings reads what a sees for d.
-	sightings := func(d time.Duration) []sighting {
-		read := ndpReader(sa, macA)
-		var out []sighting
+	// claims reads what a sees claimed of v for d.
+	claims := func(d time.Duration) []Claim {
+		read := (&Guard{self: macA, ndp: sa}).ndpReader()
+		var out []Claim
 		for end := time.Now().Add(d); time.Now().Before(end); {
-			classify, err := read()
+			cl, ok, err := read()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if classify == nil {
-				continue
-			}
-			if s, ok := classify(vips, time.Now()); ok {
-				out = append(out, s)
+			if ok && cl.Addr == v {
+				out = append(out, cl)
 			}
 		}
 		return out
 	}
-	// expect sends until a sees a sighting that is needed; every one must be allowed.
-	expect := func(what string, send func() error, allowed, needed func(sighting) bool) {
+	// expect sends until a sees a claim that is needed; every one must be allowed.
+	expect := func(what string, send func() error, allowed, needed func(Claim) bool) {
 		t.Helper()
 		for range 5 {
 			if err := send(); err != nil {
 				t.Fatal(err)
 			}
 			found := false
-			for _, s := range sightings(500 * time.Millisecond) {
-				t.Logf("%s: a sees %+v", what, s)
-				if !allowed(s) {
-					t.Errorf("%s: unexpected sighting %+v", what, s)
+			for _, cl := range claims(500 * time.Millisecond) {
+				t.Logf("%s: a sees %+v", what, cl)
+				if !allowed(cl) {
+					t.Errorf("%s: unexpected claim %+v", what, cl)
 				}
-				found = found || needed(s)
+				found = found || needed(cl)
 			}
 			if found {
 				return
@@ -196,21 +187,21 @@ func TestNDPKernel(t *testing.T) {
 		}
 		t.Errorf("%s: not seen", what)
 	}
-	kernelB := func(s sighting) bool { return s.VIP == v && !s.Active && s.MAC == macB.String() }
-	probeC := func(s sighting) bool { return s.VIP == v && s.Active && s.MAC == "" }
+	kernelB := func(cl Claim) bool { return cl.Addr == v && !cl.Active && cl.MAC == macB.String() }
+	probeC := func(cl Claim) bool { return cl.Addr == v && cl.Active && cl.MAC == "" }
 	expect("a probes, b's kernel answers", func() error { return sa.send(dadProbe(macA, v)) }, kernelB, kernelB)
 	// b's kernel answers c's probe too.
 	expect("c probes", func() error { return sc.send(dadProbe(macC, v)) },
-		func(s sighting) bool { return kernelB(s) || probeC(s) }, probeC)
+		func(cl Claim) bool { return kernelB(cl) || probeC(cl) }, probeC)
 
 	// A client (c) resolving the address: a hears c's solicitation, which
-	// is no sighting.
+	// claims c's address, not v.
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	go func() { _ = c.Command(ctx, "ping", "-6", "-c", "2", "-i", "0.2", v.String()).Run() }()
-	for _, s := range sightings(time.Second) {
-		if !kernelB(s) {
-			t.Errorf("a client resolving the address: sighting %+v", s)
+	for _, cl := range claims(time.Second) {
+		if !kernelB(cl) {
+			t.Errorf("a client resolving the address: claim %+v", cl)
 		}
 	}
 }

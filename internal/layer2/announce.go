@@ -1,4 +1,4 @@
-package vip
+package layer2
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package membership
+package layer2
 
 import (
 	"encoding/binary"
@@ -9,56 +9,53 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/groundcloud/groundcloud/internal/frames"
 )
 
-// IPv6 has no ARP: the guard watches IPv6 addresses with Neighbor
-// Discovery (RFC 4861) instead, with the same semantics.
+// IPv6 has no ARP: a Guard watches IPv6 addresses with Neighbor Discovery
+// (RFC 4861) instead, with the same semantics.
 //
-// Probe: RFC 4862 duplicate address detection. Each round the guard sends,
-// for each IPv6 address it holds, a Neighbor Solicitation from :: to the
-// address's solicited-node group with the address as target and no source
-// link-layer option (RFC 4861 forbids one from ::). Like an ARP probe it
-// teaches receivers nothing, and every host holding the address answers
-// with a Neighbor Advertisement to all nodes (ff02::1) carrying its MAC in
-// a target link-layer address option. It is sent on an AF_PACKET socket as
-// a whole frame, because an ICMPv6 socket cannot send from ::, and frames
-// sent so never loop back to this host's own stack.
+// Probe: RFC 4862 duplicate address detection. Each round the Guard sends,
+// for each IPv6 address its caller holds, a Neighbor Solicitation from ::
+// to the address's solicited-node group with the address as target and no
+// source link-layer option (RFC 4861 forbids one from ::). Like an ARP
+// probe it teaches receivers nothing, and every host holding the address
+// answers with a Neighbor Advertisement to all nodes (ff02::1) carrying its
+// MAC in a target link-layer address option. It is sent on an AF_PACKET
+// socket as a whole frame, because an ICMPv6 socket cannot send from ::,
+// and frames sent so never loop back to this host's own stack.
 //
 // Listen: an ICMPv6 socket bound to the interface whose ICMP6_FILTER passes
-// Neighbor Solicitations and Advertisements only: the guard does not see
-// the data plane's traffic. It joins the solicited-node group of every
-// IPv6 address this host wants: the kernel joined those of the addresses
-// it holds, but one this host yields it no longer holds, and it must keep
-// hearing the winner's probes to keep yielding.
+// Neighbor Solicitations and Advertisements only: the Guard does not see
+// the data plane's traffic. It joins (Follow) the solicited-node group of
+// every IPv6 address this host wants: the kernel joined those of the
+// addresses it holds, but one this host yields it no longer holds, and it
+// must keep hearing the winner's probes to keep yielding.
 //
-// What is a sighting (classify6), and how the MAC is learnt:
+// What is a claim (claimNDP), and how the MAC is learnt:
 //
 //   - A Neighbor Advertisement for the address from another MAC (its
 //     target link-layer option) is passive. A kernel's answer to a DAD probe
-//     and an agent's announcement (internal/vip: an unsolicited NA from the
+//     and an agent's announcement (a Manager's: an unsolicited NA from the
 //     address to ff02::1 with the override flag) are the same packet (both
-//     override, not solicited; only the router flag may differ): the guard
+//     override, not solicited; only the router flag may differ): the Guard
 //     cannot tell an agent from a kernel, and all count as a kernel's.
 //   - A Neighbor Solicitation sent from the address (a kernel resolving a
 //     neighbour, with its MAC in the source link-layer option) is passive.
 //   - A DAD probe for the address (source ::) is active: an agent's guard
 //     probes, and only addresses it holds (a host configuring the address
-//     with DAD would too: a stranger, defended against). It carries no MAC, and
-//     an ICMPv6 socket does not tell the sender's, so conflicts.observe
-//     attributes it to the one station already seen answering for the
-//     address (see there): the probing host holds the address, so its
-//     kernel answers this host's own probes and its MAC is known after one
-//     round. That is what decide needs: it keys evidence by MAC and finds
-//     the member by it (gossip metadata) to yield. The loser, once it
-//     yielded, keeps hearing the winner's probes each round (it stays in
-//     the solicited-node group) and keeps yielding, as with ARP.
-//     Announcements cannot stand in: an agent sends them only at takeover,
-//     when defending and every --announce-interval, and they look like a
-//     kernel's answers.
+//     with DAD would too: a stranger, defended against). It carries no MAC,
+//     and an ICMPv6 socket does not tell the sender's: the claim has an
+//     empty MAC, and internal/membership attributes it to the one station
+//     already seen answering for the address (its conflicts.observe). The
+//     probing host holds the address, so its kernel answers this host's own
+//     probes and its MAC is known after one round. The loser of a split
+//     brain, once it yielded, keeps hearing the winner's probes each round
+//     (it stays in the solicited-node group) and keeps yielding, as with
+//     ARP. Announcements cannot stand in: an agent sends them only at
+//     takeover, when defending and every --announce-interval, and they look
+//     like a kernel's answers.
 //   - A Neighbor Solicitation asking for the address (a client resolving
-//     it) is no sighting.
+//     it) claims the client's address, not this one.
 
 const (
 	ndpSolicitation  = 135
@@ -69,8 +66,8 @@ const (
 	nsLen            = 24 // type, code, checksum, reserved, target
 )
 
-// ndpPacket is the part of a Neighbor Solicitation or Advertisement the
-// guard reads.
+// ndpPacket is the part of a Neighbor Solicitation or Advertisement a
+// Guard reads.
 type ndpPacket struct {
 	op          uint8 // ndpSolicitation or ndpAdvertisement
 	src, target netip.Addr
@@ -93,7 +90,7 @@ func dadProbe(mac net.HardwareAddr, a netip.Addr) []byte {
 	icmp := make([]byte, nsLen)
 	icmp[0] = ndpSolicitation
 	copy(icmp[8:], target[:])
-	return frames.ICMPv6(mac, netip.IPv6Unspecified(), solicitedNode(a), icmp)
+	return icmpv6Frame(mac, netip.IPv6Unspecified(), solicitedNode(a), icmp)
 }
 
 // parseNDP decodes an ICMPv6 message (as an ICMPv6 socket returns it,
@@ -121,29 +118,27 @@ func parseNDP(src netip.Addr, msg []byte) (ndpPacket, bool) {
 	return p, true
 }
 
-// classify6 turns a Neighbor Discovery packet into a sighting of one of
-// vips (see the top of this file): a DAD probe for it (active, MAC from
-// its option, normally none: conflicts attributes it), an advertisement
-// for it or a solicitation sent from it (passive). ok is false for anything
-// else, such as a client asking for it, or this host's own packets.
-func classify6(p ndpPacket, self net.HardwareAddr, vips map[netip.Addr]bool, at time.Time) (sighting, bool) {
+// claimNDP tells which address a Neighbor Discovery packet from another
+// station claims (see the top of this file): a DAD probe its target
+// actively (MAC from its option, normally none), an advertisement its
+// target and a solicitation its source passively. ok is false for this
+// host's own packets and for those without a MAC that are no DAD probe.
+func claimNDP(p ndpPacket, self net.HardwareAddr) (Claim, bool) {
 	if p.mac != nil && p.mac.String() == self.String() {
-		return sighting{}, false
+		return Claim{}, false
 	}
-	s := sighting{MAC: p.mac.String(), At: at}
+	c := Claim{MAC: p.mac.String()}
 	switch {
-	case p.op == ndpSolicitation && p.src.IsUnspecified() && vips[p.target]:
-		s.VIP, s.Active = p.target, true // DAD probe
+	case p.op == ndpSolicitation && p.src.IsUnspecified():
+		c.Addr, c.Active = p.target, true // DAD probe
 	case p.mac == nil:
-		return sighting{}, false // a kernel's packet without a MAC tells nothing
-	case p.op == ndpAdvertisement && vips[p.target]:
-		s.VIP = p.target // a kernel's answer, or an agent's announcement
-	case p.op == ndpSolicitation && vips[p.src]:
-		s.VIP = p.src // a kernel resolving a neighbour from the address
-	default:
-		return sighting{}, false
+		return Claim{}, false // a kernel's packet without a MAC tells nothing
+	case p.op == ndpAdvertisement:
+		c.Addr = p.target // a kernel's answer, or an agent's announcement
+	default: // a solicitation
+		c.Addr = p.src // a kernel resolving a neighbour from the address
 	}
-	return s, true
+	return c, true
 }
 
 // ndpSocket sends DAD probes and receives Neighbor Solicitations and

@@ -156,7 +156,7 @@ func TestGossipCondition(t *testing.T) {
 }
 
 func TestHostsChanged(t *testing.T) {
-	a := &Agent{cfg: Config{Host: "lb-1", Cluster: fakeCluster{}}}
+	a := &Agent{cfg: Config{Host: "lb-1", Membership: fakeMembership{}}}
 	old := newLB("a", withHost("lb-2", member("gossip address 192.0.2.2:7947")))
 	same := old.DeepCopy()
 	same.Status.Hosts = append(same.Status.Hosts, v1alpha1.HostStatus{Name: "lb-1", Conditions: []metav1.Condition{member("gossip address 192.0.2.1:7947")}})
@@ -169,4 +169,4 @@ func TestHostsChanged(t *testing.T) {
 	}
 }
 
-type fakeCluster struct{ Cluster }
+type fakeMembership struct{ Membership }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Config is what a Cluster needs; Options.Config builds it.
+// Config is what a Gossip needs; Options.Config builds it.
 type Config struct {
 	// Name is this host's member name: its --host-name, unique among agents.
 	Name string
@@ -61,8 +61,8 @@ type Observation struct {
 	MyGroups []string
 }
 
-// Hooks are how a Cluster tells its agent what to do. They are called from
-// the Cluster's goroutines and must not block.
+// Hooks are how a Gossip tells its agent what to do. They are called from
+// the Gossip's goroutines and must not block.
 type Hooks struct {
 	// Sync: ownership may have changed; announce: also announce every held
 	// address again after the sync (a member came back, and another host may
@@ -93,11 +93,11 @@ type Status struct {
 	Gossip GossipHealth
 }
 
-// Cluster is this host's membership among the agents sharing the virtual
+// Gossip is this host's membership among the agents sharing the virtual
 // IPs: it gossips with them (hashicorp/memberlist), decides this host's
 // State, tells which addresses it owns and watches the link for another
 // host answering for them. New only constructs; Run does the work.
-type Cluster struct {
+type Gossip struct {
 	cfg       Config
 	kick      chan struct{}              // capacity 1: evaluate again
 	linkState func(string) (bool, error) // linkIsUp; tests replace it
@@ -131,12 +131,12 @@ type Cluster struct {
 	listenSince time.Time            // when the guard started listening (zero: not yet)
 	guardOff    bool                 // the guard does not run: nothing is heard
 	gerrs       *gossipErrors
-	gossip      GossipHealth // at the last evaluation
+	health      GossipHealth // at the last evaluation
 }
 
-// New returns a Cluster; it touches nothing until Run.
-func New(cfg Config) *Cluster {
-	c := &Cluster{
+// New returns a Gossip; it touches nothing until Run.
+func New(cfg Config) *Gossip {
+	g := &Gossip{
 		cfg:        cfg,
 		kick:       make(chan struct{}, 1),
 		linkState:  linkIsUp,
@@ -153,144 +153,145 @@ func New(cfg Config) *Cluster {
 		heard:      map[string]time.Time{},
 		gossiped:   map[string]bool{},
 		gerrs:      newGossipErrors(),
-		gossip:     GossipHealth{Reason: GossipHealthy, Message: "no gossip errors"},
+		health:     GossipHealth{Reason: GossipHealthy, Message: "no gossip errors"},
 	}
 	for _, s := range cfg.Seeds {
-		c.known[s] = true
+		g.known[s] = true
 	}
-	return c
+	return g
 }
 
 // Owns reports whether this host holds vip now: it is Ready, rendezvous
 // hashing over the Ready members gives it vip, and it does not yield vip
 // in a split brain.
-func (c *Cluster) Owns(vip netip.Addr) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (g *Gossip) Owns(vip netip.Addr) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	vip = vip.Unmap()
-	return !c.suppressed[vip] && c.owner(vip) == c.cfg.Name
+	return !g.suppressed[vip] && g.owner(vip) == g.cfg.Name
 }
 
-// owner is the owner of vip among the candidates of its group; c.mu is held.
-func (c *Cluster) owner(vip netip.Addr) string {
-	return Owner(vip, c.candGroups.in(c.cands, c.groupOf(vip.Unmap())))
+// owner is the owner of vip among the candidates of its group; g.mu is held.
+func (g *Gossip) owner(vip netip.Addr) string {
+	return Owner(vip, g.candGroups.in(g.cands, g.groupOf(vip.Unmap())))
 }
 
 // Observe takes what the agent learned in a sync and updates this host's
 // State at once, so that the Owns calls of the same sync see it.
-func (c *Cluster) Observe(o Observation) {
-	up, err := c.linkState(c.cfg.Interface)
-	c.mu.Lock()
-	c.obs = Observation{
+func (g *Gossip) Observe(o Observation) {
+	up, err := g.linkState(g.cfg.Interface)
+	g.mu.Lock()
+	g.obs = Observation{
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
 	}
-	if len(c.obs.MyGroups) > maxGroups {
-		c.obs.MyGroups = c.obs.MyGroups[:maxGroups]
+	if len(g.obs.MyGroups) > maxGroups {
+		g.obs.MyGroups = g.obs.MyGroups[:maxGroups]
 	}
-	c.observed = true
-	c.vips = map[netip.Addr]bool{}
+	g.observed = true
+	g.vips = map[netip.Addr]bool{}
 	for _, v := range o.VIPs {
-		c.vips[v.Unmap()] = true
+		g.vips[v.Unmap()] = true
 	}
 	if err == nil {
-		c.setLink(up)
+		g.setLink(up)
 	}
 	for _, p := range o.Peers {
-		if p != c.addr {
-			c.known[p] = true
+		if p != g.addr {
+			g.known[p] = true
 		}
 	}
-	c.apiHosts = slices.Clone(o.Hosts)
-	c.apiMACs = map[string]string{}
+	g.apiHosts = slices.Clone(o.Hosts)
+	g.apiMACs = map[string]string{}
 	for _, h := range o.Hosts {
 		if h.MAC != "" {
-			c.apiMACs[h.MAC] = h.Name
+			g.apiMACs[h.MAC] = h.Name
 		}
 	}
-	c.evaluate(time.Now())
-	c.mu.Unlock()
-	signal(c.kick)
+	g.evaluate(time.Now())
+	g.mu.Unlock()
+	signal(g.kick)
 }
 
 // Status returns this host's standing.
-func (c *Cluster) Status() Status {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Status{State: c.ready.state, Problem: c.problem(), Address: c.addr, MAC: c.mac, Gossip: c.gossip}
+func (g *Gossip) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return Status{State: g.ready.state, Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health}
 }
 
-// setLink records whether the interface is up; c.mu is held.
-func (c *Cluster) setLink(up bool) {
-	c.linkBack = c.linkBack || up && !c.linkUp
-	c.linkUp = up
+// setLink records whether the interface is up; g.mu is held.
+func (g *Gossip) setLink(up bool) {
+	g.linkBack = g.linkBack || up && !g.linkUp
+	g.linkUp = up
 }
 
-// problem says why this host may not hold addresses; c.mu is held.
-func (c *Cluster) problem() string {
+// problem says why this host may not hold addresses; g.mu is held.
+func (g *Gossip) problem() string {
 	switch {
-	case !c.observed:
+	case !g.observed:
 		return "no data plane sync yet"
-	case c.obs.DataPlaneErr != nil:
-		return "data plane not programmed: " + c.obs.DataPlaneErr.Error()
-	case !c.linkUp:
-		return "interface " + c.cfg.Interface + " is down"
-	case !c.obs.NodesReachable:
+	case g.obs.DataPlaneErr != nil:
+		return "data plane not programmed: " + g.obs.DataPlaneErr.Error()
+	case !g.linkUp:
+		return "interface " + g.cfg.Interface + " is down"
+	case !g.obs.NodesReachable:
 		return "no node answers its health check"
 	}
 	return ""
 }
 
-// evaluate updates this host's State and the owners; c.mu is held. It
+// evaluate updates this host's State and the owners; g.mu is held. It
 // reports whether the owners changed.
-func (c *Cluster) evaluate(now time.Time) bool {
-	peers := make([]Member, 0, len(c.peers))
-	for _, p := range c.peers {
+func (g *Gossip) evaluate(now time.Time) bool {
+	peers := make([]Member, 0, len(g.peers))
+	for _, p := range g.peers {
 		peers = append(peers, p)
 	}
-	window := presenceWindow(c.cfg.ConflictProbeInterval)
-	forgetHeard(c.heard, now, window)
-	peers = append(peers, linkPeers(now, window, c.cfg.Name, c.apiMACs, c.heard, c.peers, c.gossiped)...)
-	c.gossip = c.gerrs.health(now, unjoined(now, window, c.cfg.Name, c.apiMACs, c.heard, c.peers), c.hostOfIP, c.cfg.BindPort)
-	c.ready.update(now, Health{Joined: c.joined, Problem: c.problem()}, peersOf(peers))
-	cands := candidates(c.cfg.Name, c.ready.state, peers)
-	groups := candidateGroups{c.cfg.Name: c.myGroups()}
+	window := presenceWindow(g.cfg.ConflictProbeInterval)
+	forgetHeard(g.heard, now, window)
+	peers = append(peers, linkPeers(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers, g.gossiped)...)
+	g.health = g.gerrs.health(now, unjoined(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers), g.hostOfIP, g.cfg.BindPort)
+	g.ready.update(now, Health{Joined: g.joined, Problem: g.problem()}, peersOf(peers))
+	cands := candidates(g.cfg.Name, g.ready.state, peers)
+	groups := candidateGroups{g.cfg.Name: g.myGroups()}
 	for _, p := range peers {
 		groups[p.Name] = p.Groups
 	}
-	changed := !slices.Equal(cands, c.cands) || !groups.equal(c.candGroups)
-	c.cands, c.candGroups = cands, groups
+	changed := !slices.Equal(cands, g.cands) || !groups.equal(g.candGroups)
+	g.cands, g.candGroups = cands, groups
 	return changed
 }
 
 // Run gossips, keeps this host's State and watches for conflicts until ctx
-// ends; then it leaves the cluster, so that the others take over at once.
-func (c *Cluster) Run(ctx context.Context, hooks Hooks) error {
+// ends; then it leaves the gossip group, so that the others take over at
+// once.
+func (g *Gossip) Run(ctx context.Context, hooks Hooks) error {
 	logger := klog.FromContext(ctx).WithName("membership")
 	ctx = klog.NewContext(ctx, logger)
-	ifc, err := resolveInterface(c.cfg.Interface, c.cfg.BindHost)
+	ifc, err := resolveInterface(g.cfg.Interface, g.cfg.BindHost)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.addr = net.JoinHostPort(ifc.bind.String(), strconv.Itoa(c.cfg.BindPort))
-	c.mac = ifc.mac.String()
-	delete(c.known, c.addr)
-	c.mu.Unlock()
-	ml, err := memberlist.Create(c.memberlistConfig(ifc.bind, logger))
+	g.mu.Lock()
+	g.addr = net.JoinHostPort(ifc.bind.String(), strconv.Itoa(g.cfg.BindPort))
+	g.mac = ifc.mac.String()
+	delete(g.known, g.addr)
+	g.mu.Unlock()
+	ml, err := memberlist.Create(g.memberlistConfig(ifc.bind, logger))
 	if err != nil {
-		return fmt.Errorf("start gossip on %s: %w", c.addr, err)
+		return fmt.Errorf("start gossip on %s: %w", g.addr, err)
 	}
 	defer func() {
 		if err := ml.Leave(time.Second); err != nil {
-			logger.Error(err, "Cannot announce leaving the cluster; the others detect it")
+			logger.Error(err, "Cannot announce leaving the gossip group; the others detect it")
 		}
 		_ = ml.Shutdown()
-		logger.Info("Left the cluster")
+		logger.Info("Left the gossip group")
 	}()
-	logger.Info("Gossiping", "address", c.addr, "seeds", c.cfg.Seeds)
+	logger.Info("Gossiping", "address", g.addr, "seeds", g.cfg.Seeds)
 
-	if !c.waitObserved(ctx) {
+	if !g.waitObserved(ctx) {
 		return nil
 	}
 	var wg sync.WaitGroup
@@ -298,66 +299,66 @@ func (c *Cluster) Run(ctx context.Context, hooks Hooks) error {
 	if ifc.mac != nil {
 		// Listening from the start tells which hosts known from the API
 		// serve before this host decides anything (see listenFirst).
-		wg.Go(func() { c.guard(ctx, hooks, ifc) })
+		wg.Go(func() { g.guard(ctx, hooks, ifc) })
 	} else {
-		c.mu.Lock()
-		c.guardOff = true
-		c.mu.Unlock()
-		logger.Info("Interface has no Ethernet address; split brains are not detected", "interface", c.cfg.Interface)
+		g.mu.Lock()
+		g.guardOff = true
+		g.mu.Unlock()
+		logger.Info("Interface has no Ethernet address; split brains are not detected", "interface", g.cfg.Interface)
 	}
-	c.initialJoin(ctx, ml)
-	c.loop(ctx, ml, hooks)
+	g.initialJoin(ctx, ml)
+	g.loop(ctx, ml, hooks)
 	return nil
 }
 
 // waitObserved waits for the first Observe, which brings the peers found
 // in the API: joining before that could make a restarted host believe it
 // is alone.
-func (c *Cluster) waitObserved(ctx context.Context) bool {
+func (g *Gossip) waitObserved(ctx context.Context) bool {
 	for {
-		c.mu.Lock()
-		ok := c.observed
-		c.mu.Unlock()
+		g.mu.Lock()
+		ok := g.observed
+		g.mu.Unlock()
 		if ok {
 			return true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-c.kick:
+		case <-g.kick:
 		}
 	}
 }
 
 // initialJoin tries every known address at once and waits for the answers
 // (each bounded by the TCP timeout), then counts this host as joined.
-func (c *Cluster) initialJoin(ctx context.Context, ml *memberlist.Memberlist) {
+func (g *Gossip) initialJoin(ctx context.Context, ml *memberlist.Memberlist) {
 	var wg sync.WaitGroup
-	for _, a := range c.joinTargets() {
-		wg.Go(func() { c.join(ctx, ml, a) })
+	for _, a := range g.joinTargets() {
+		wg.Go(func() { g.join(ctx, ml, a) })
 	}
 	wg.Wait()
-	c.listenFirst(ctx)
-	c.mu.Lock()
-	c.joined = true
-	n := len(c.peers)
-	c.mu.Unlock()
-	klog.FromContext(ctx).Info("Joined the cluster", "members", n+1)
-	signal(c.kick)
+	g.listenFirst(ctx)
+	g.mu.Lock()
+	g.joined = true
+	n := len(g.peers)
+	g.mu.Unlock()
+	klog.FromContext(ctx).Info("Joined the gossip group", "members", n+1)
+	signal(g.kick)
 }
 
 // joinTargets are the known addresses that are neither members now nor
 // being joined.
-func (c *Cluster) joinTargets() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (g *Gossip) joinTargets() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	member := map[string]bool{}
-	for _, p := range c.peers {
+	for _, p := range g.peers {
 		member[p.Addr] = true
 	}
 	var out []string
-	for a := range c.known {
-		if !member[a] && !c.joining[a] && a != c.addr {
+	for a := range g.known {
+		if !member[a] && !g.joining[a] && a != g.addr {
 			out = append(out, a)
 		}
 	}
@@ -365,23 +366,23 @@ func (c *Cluster) joinTargets() []string {
 	return out
 }
 
-func (c *Cluster) join(ctx context.Context, ml *memberlist.Memberlist, addr string) {
-	c.mu.Lock()
-	c.joining[addr] = true
-	c.mu.Unlock()
+func (g *Gossip) join(ctx context.Context, ml *memberlist.Memberlist, addr string) {
+	g.mu.Lock()
+	g.joining[addr] = true
+	g.mu.Unlock()
 	_, err := ml.Join([]string{addr})
-	c.mu.Lock()
-	delete(c.joining, addr)
-	c.mu.Unlock()
+	g.mu.Lock()
+	delete(g.joining, addr)
+	g.mu.Unlock()
 	if err != nil {
-		c.gossipError(klog.FromContext(ctx), GossipErrorJoin, addr, err)
+		g.gossipError(klog.FromContext(ctx), GossipErrorJoin, addr, err)
 	}
 }
 
 // loop evaluates on every change and once a second, when it also rejoins
 // known addresses that are not members (after a partition, memberlist
 // alone never reconnects) and reads the interface's state.
-func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hooks) {
+func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hooks) {
 	logger := klog.FromContext(ctx)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -389,45 +390,45 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 	publishedGossip := GossipHealth{Reason: GossipHealthy, Message: "no gossip errors"}
 	for {
 		var wakeC <-chan time.Time
-		c.mu.Lock()
-		if w := c.ready.wake(); !w.IsZero() {
+		g.mu.Lock()
+		if w := g.ready.wake(); !w.IsZero() {
 			wake = time.NewTimer(time.Until(w))
 			wakeC = wake.C
 		}
-		c.mu.Unlock()
+		g.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.kick:
+		case <-g.kick:
 		case <-wakeC:
 		case <-tick.C:
-			if up, err := c.linkState(c.cfg.Interface); err == nil {
-				c.mu.Lock()
-				c.setLink(up)
-				c.mu.Unlock()
+			if up, err := g.linkState(g.cfg.Interface); err == nil {
+				g.mu.Lock()
+				g.setLink(up)
+				g.mu.Unlock()
 			}
-			for _, a := range c.joinTargets() {
-				go c.join(ctx, ml, a)
+			for _, a := range g.joinTargets() {
+				go g.join(ctx, ml, a)
 			}
 		}
 		if wake != nil {
 			wake.Stop()
 			wake = nil
 		}
-		c.mu.Lock()
-		changed := c.evaluate(time.Now())
-		announce := c.newPeer
-		c.newPeer = false
-		state, publish := c.ready.state, c.ready.state != c.published || !slices.Equal(c.myGroups(), c.pubGroups)
-		c.published, c.pubGroups = state, c.myGroups()
-		problem, cands, peers := c.problem(), slices.Clone(c.cands), len(c.peers)
-		gossip, gossipChanged := c.gossip, c.gossip != publishedGossip
+		g.mu.Lock()
+		changed := g.evaluate(time.Now())
+		announce := g.newPeer
+		g.newPeer = false
+		state, publish := g.ready.state, g.ready.state != g.published || !slices.Equal(g.myGroups(), g.pubGroups)
+		g.published, g.pubGroups = state, g.myGroups()
+		problem, cands, peers := g.problem(), slices.Clone(g.cands), len(g.peers)
+		gossip, gossipChanged := g.health, g.health != publishedGossip
 		publishedGossip = gossip
-		linkBack := c.linkBack
-		c.linkBack = false
-		c.mu.Unlock()
+		linkBack := g.linkBack
+		g.linkBack = false
+		g.mu.Unlock()
 		if linkBack {
-			logger.Info("Interface is up again", "interface", c.cfg.Interface)
+			logger.Info("Interface is up again", "interface", g.cfg.Interface)
 			if hooks.LinkUp != nil {
 				hooks.LinkUp()
 			}
@@ -451,40 +452,40 @@ func (c *Cluster) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hoo
 		if changed || announce || gossipChanged || publish {
 			hooks.Sync(announce) // this host's state and gossip health are reported in status
 		}
-		c.recordMetrics()
+		g.recordMetrics()
 	}
 }
 
-func (c *Cluster) memberlistConfig(bind netip.Addr, logger klog.Logger) *memberlist.Config {
+func (g *Gossip) memberlistConfig(bind netip.Addr, logger klog.Logger) *memberlist.Config {
 	mc := memberlist.DefaultLANConfig()
-	mc.Name = c.cfg.Name
-	mc.BindAddr, mc.BindPort = bind.String(), c.cfg.BindPort
-	mc.AdvertiseAddr, mc.AdvertisePort = bind.String(), c.cfg.BindPort
+	mc.Name = g.cfg.Name
+	mc.BindAddr, mc.BindPort = bind.String(), g.cfg.BindPort
+	mc.AdvertiseAddr, mc.AdvertisePort = bind.String(), g.cfg.BindPort
 	mc.Label = "groundcloud-agent"
-	mc.SecretKey = c.cfg.Key // GossipVerifyIncoming/Outgoing stay on: plain text is refused
-	mc.ProbeInterval, mc.ProbeTimeout = c.cfg.ProbeInterval, c.cfg.ProbeTimeout
-	mc.SuspicionMult = c.cfg.SuspicionMult
+	mc.SecretKey = g.cfg.Key // GossipVerifyIncoming/Outgoing stay on: plain text is refused
+	mc.ProbeInterval, mc.ProbeTimeout = g.cfg.ProbeInterval, g.cfg.ProbeTimeout
+	mc.SuspicionMult = g.cfg.SuspicionMult
 	mc.SuspicionMaxTimeoutMult = 3
 	// Suspicions and deaths spread within a gossip round or two.
-	mc.GossipInterval = c.cfg.ProbeInterval / 2
+	mc.GossipInterval = g.cfg.ProbeInterval / 2
 	mc.GossipToTheDeadTime = 10 * time.Second
 	mc.PushPullInterval = 15 * time.Second
 	mc.TCPTimeout = 2 * time.Second
 	// A host back with another address is accepted after this long.
 	mc.DeadNodeReclaimTime = 5 * time.Second
-	mc.Delegate = delegate{c}
-	mc.Events = events{c}
-	mc.Logger = newStdLogger(logger, func(from string) { c.gossipError(logger, GossipErrorDecrypt, from, nil) })
+	mc.Delegate = delegate{g}
+	mc.Events = events{g}
+	mc.Logger = newStdLogger(logger, func(from string) { g.gossipError(logger, GossipErrorDecrypt, from, nil) })
 	return mc
 }
 
 // delegate gives memberlist this host's metadata.
-type delegate struct{ c *Cluster }
+type delegate struct{ g *Gossip }
 
 func (d delegate) NodeMeta(int) []byte {
-	d.c.mu.Lock()
-	defer d.c.mu.Unlock()
-	return encodeMeta(meta{State: d.c.ready.state, MAC: d.c.mac, Groups: d.c.myGroups()})
+	d.g.mu.Lock()
+	defer d.g.mu.Unlock()
+	return encodeMeta(meta{State: d.g.ready.state, MAC: d.g.mac, Groups: d.g.myGroups()})
 }
 func (delegate) NotifyMsg([]byte)                {}
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
@@ -493,38 +494,38 @@ func (delegate) MergeRemoteState([]byte, bool)   {}
 
 // events keeps the member view. memberlist calls it under its own locks:
 // it must not call memberlist.
-type events struct{ c *Cluster }
+type events struct{ g *Gossip }
 
-func (e events) NotifyJoin(n *memberlist.Node)   { e.c.memberUp(n, true) }
-func (e events) NotifyUpdate(n *memberlist.Node) { e.c.memberUp(n, false) }
-func (e events) NotifyLeave(n *memberlist.Node)  { e.c.memberDown(n) }
+func (e events) NotifyJoin(n *memberlist.Node)   { e.g.memberUp(n, true) }
+func (e events) NotifyUpdate(n *memberlist.Node) { e.g.memberUp(n, false) }
+func (e events) NotifyLeave(n *memberlist.Node)  { e.g.memberDown(n) }
 
-func (c *Cluster) memberUp(n *memberlist.Node, joined bool) {
-	if n.Name == c.cfg.Name {
+func (g *Gossip) memberUp(n *memberlist.Node, joined bool) {
+	if n.Name == g.cfg.Name {
 		return
 	}
 	m, err := decodeMeta(n.Meta)
 	addr := net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-	c.mu.Lock()
+	g.mu.Lock()
 	if err != nil {
 		klog.Background().V(2).Info("Member with unreadable metadata is never an owner", "member", n.Name, "err", err)
 	}
-	c.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr, Groups: m.Groups}
-	c.gossiped[n.Name] = true
+	g.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr, Groups: m.Groups}
+	g.gossiped[n.Name] = true
 	if m.MAC != "" {
-		c.macs[m.MAC] = n.Name
+		g.macs[m.MAC] = n.Name
 	}
-	c.known[addr] = true
-	c.newPeer = c.newPeer || joined
-	c.mu.Unlock()
-	signal(c.kick)
+	g.known[addr] = true
+	g.newPeer = g.newPeer || joined
+	g.mu.Unlock()
+	signal(g.kick)
 }
 
-func (c *Cluster) memberDown(n *memberlist.Node) {
-	c.mu.Lock()
-	delete(c.peers, n.Name)
-	c.mu.Unlock()
-	signal(c.kick)
+func (g *Gossip) memberDown(n *memberlist.Node) {
+	g.mu.Lock()
+	delete(g.peers, n.Name)
+	g.mu.Unlock()
+	signal(g.kick)
 }
 
 // signal wakes the receiver of a capacity-1 channel without blocking.

@@ -1,4 +1,4 @@
-package vip
+package layer2
 
 import (
 	"context"
@@ -40,8 +40,8 @@ type Option func(*Manager)
 // namespace instead of the caller's. The Manager does not close ns.
 func InNamespace(ns netns.NsHandle) Option { return func(m *Manager) { m.ns = ns } }
 
-// New returns a Manager of iface; it touches nothing until Set.
-func New(iface string, logger klog.Logger, opts ...Option) *Manager {
+// NewManager returns a Manager of iface; it touches nothing until Set.
+func NewManager(iface string, logger klog.Logger, opts ...Option) *Manager {
 	m := &Manager{
 		iface:         iface,
 		logger:        logger.WithValues("interface", iface),

@@ -1,4 +1,4 @@
-package vip
+package layer2
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestManagerKernel(t *testing.T) {
 	nsA := openNetns(t, a)
 
 	logger, ctx := ktesting.NewTestContext(t)
-	m := New(a.Iface, logger, InNamespace(nsA))
+	m := NewManager(a.Iface, logger, InNamespace(nsA))
 	start := time.Now()
 
 	// b has stale entries pointing elsewhere: the announcements must fix them.
@@ -97,7 +97,7 @@ func TestManagerKernel(t *testing.T) {
 	expectAddrs(t, a, foreign, nil)
 
 	// A restarted agent adopts its predecessor's addresses by their mark.
-	m2 := New(a.Iface, logger, InNamespace(nsA))
+	m2 := NewManager(a.Iface, logger, InNamespace(nsA))
 	if err := m2.Set(ctx, []netip.Addr{v4a}); err != nil {
 		t.Fatalf("Set after restart: %v", err)
 	}
@@ -117,7 +117,7 @@ func TestManagerKernel(t *testing.T) {
 func TestSetMissingInterface(t *testing.T) {
 	a, _ := newKernelLab(t)
 	logger, ctx := ktesting.NewTestContext(t)
-	m := New("nosuch0", logger, InNamespace(openNetns(t, a)))
+	m := NewManager("nosuch0", logger, InNamespace(openNetns(t, a)))
 	if err := m.Set(ctx, []netip.Addr{netip.MustParseAddr("192.0.2.100")}); !errors.Is(err, errNoLink) {
 		t.Errorf("Set on a missing interface = %v, want errNoLink", err)
 	}

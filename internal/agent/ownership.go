@@ -35,12 +35,12 @@ const (
 	OwnershipNone = "none"
 )
 
-// Cluster is an agent's membership among several load-balancer hosts that
-// share the virtual IPs; *membership.Cluster implements it. It is also the
-// agent's Owner.
-type Cluster interface {
+// Membership is an agent's membership among several load-balancer hosts
+// that share the virtual IPs; *membership.Gossip implements it. It is also
+// the agent's Owner.
+type Membership interface {
 	Owner
-	// Run takes part in the cluster until ctx ends.
+	// Run takes part in gossip until ctx ends.
 	Run(ctx context.Context, hooks membership.Hooks) error
 	// Observe gives it what a sync learned; the Owns calls after it see
 	// the result.
@@ -149,10 +149,10 @@ func publishedHosts(lbs []*v1alpha1.LoadBalancer, self string) []membership.Host
 }
 
 // hostsChanged reports whether the other hosts' Member conditions differ
-// between two versions of a LoadBalancer: the cluster must learn at once
+// between two versions of a LoadBalancer: membership must learn at once
 // of a host it cannot gossip with (see membership.Observation.Hosts).
 func (a *Agent) hostsChanged(old, cur any) bool {
-	if a.cfg.Cluster == nil {
+	if a.cfg.Membership == nil {
 		return false
 	}
 	o, err1 := lbapi.FromUnstructured(old)
@@ -179,7 +179,7 @@ func parseMember(name, msg string) membership.Host {
 	return h
 }
 
-// observation is what a sync tells the cluster.
+// observation is what a sync tells membership.
 func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr error) membership.Observation {
 	reachable := len(plan.Targets) == 0
 	for _, t := range plan.Targets {
@@ -196,7 +196,7 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 	}
 }
 
-func (a *Agent) clusterHooks(ctx context.Context) membership.Hooks {
+func (a *Agent) membershipHooks(ctx context.Context) membership.Hooks {
 	return membership.Hooks{
 		Sync: func(announce bool) {
 			if announce {
@@ -282,14 +282,14 @@ func checkLoosePickup(logger klog.Logger) {
 
 // vipOwnership is what --vip-ownership asks for.
 type vipOwnership struct {
-	Owner     Owner
-	Cluster   Cluster // memberlist only
-	Events    record.EventRecorder
-	Conntrack Forgetter // memberlist only
+	Owner      Owner
+	Membership Membership // memberlist only
+	Events     record.EventRecorder
+	Conntrack  Forgetter // memberlist only
 }
 
 // ownership builds the Owner, an event recorder (stopped when ctx ends),
-// and for memberlist the Cluster and the conntrack cleaner of takeovers.
+// and for memberlist the Membership and the conntrack cleaner of takeovers.
 func (o *Options) ownership(ctx context.Context, core *kubecore.Client) (vipOwnership, error) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(core.Events())
@@ -307,8 +307,8 @@ func (o *Options) ownership(ctx context.Context, core *kubecore.Client) (vipOwne
 		return vipOwnership{}, err
 	}
 	membership.RegisterMetrics()
-	c := membership.New(mcfg)
-	return vipOwnership{Owner: c, Cluster: c, Events: rec, Conntrack: ConntrackForgetter{}}, nil
+	g := membership.New(mcfg)
+	return vipOwnership{Owner: g, Membership: g, Events: rec, Conntrack: ConntrackForgetter{}}, nil
 }
 
 // validateOwnership reports problems of --vip-ownership and its options.

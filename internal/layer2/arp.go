@@ -1,4 +1,4 @@
-package membership
+package layer2
 
 import (
 	"encoding/binary"
@@ -9,14 +9,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/groundcloud/groundcloud/internal/frames"
 )
 
 const (
 	arpFrameLen  = 42 // Ethernet header 14 + ARP for IPv4 over Ethernet 28
-	arpRequest   = 1
-	arpReply     = 2
+	arpOpRequest = 1
+	arpOpReply   = 2
 	packetOutgng = unix.PACKET_OUTGOING
 )
 
@@ -24,10 +22,10 @@ const (
 // with sender protocol address 0.0.0.0, so that no receiver learns anything
 // from it, and every host holding a answers to mac.
 func arpProbe(mac net.HardwareAddr, a netip.Addr) []byte {
-	return frames.ARPRequest(mac, netip.IPv4Unspecified(), a)
+	return arpRequest(mac, netip.IPv4Unspecified(), a)
 }
 
-// arpPacket is the part of an ARP frame the guard reads.
+// arpPacket is the part of an ARP frame a Guard reads.
 type arpPacket struct {
 	op       uint16
 	sha      net.HardwareAddr
@@ -51,26 +49,28 @@ func parseARP(frame []byte) (arpPacket, bool) {
 	}, true
 }
 
-// classify turns an ARP packet from another station into a sighting of
-// one of vips: a probe or announcement for it (active: an agent claims
-// it), a reply from it or a request sent from it (passive: a kernel holds
-// it). ok is false for anything else, such as a client asking for it.
-func classify(p arpPacket, self net.HardwareAddr, vips map[netip.Addr]bool, at time.Time) (sighting, bool) {
+// claimARP tells which address an ARP packet from another station claims:
+// a probe or an announcement claims its target actively (an agent claims
+// it), a reply or any other request passively for its sender address (a
+// kernel holds it). ok is false for this host's own frames and for other
+// operations. A client asking for a virtual IP claims its own address: the
+// caller drops claims of addresses that are not its virtual IPs.
+func claimARP(p arpPacket, self net.HardwareAddr) (Claim, bool) {
 	if p.sha.String() == self.String() {
-		return sighting{}, false
+		return Claim{}, false
 	}
-	s := sighting{MAC: p.sha.String(), At: at}
+	c := Claim{MAC: p.sha.String()}
 	switch {
-	case p.op == arpRequest && p.spa.IsUnspecified() && vips[p.tpa]:
-		s.VIP, s.Active = p.tpa, true // probe
-	case p.op == arpRequest && vips[p.spa] && p.spa == p.tpa:
-		s.VIP, s.Active = p.spa, true // announcement
-	case vips[p.spa] && (p.op == arpRequest || p.op == arpReply):
-		s.VIP = p.spa // a kernel's reply, or its request from the address
+	case p.op == arpOpRequest && p.spa.IsUnspecified():
+		c.Addr, c.Active = p.tpa, true // probe
+	case p.op == arpOpRequest && p.spa == p.tpa:
+		c.Addr, c.Active = p.spa, true // announcement
+	case p.op == arpOpRequest || p.op == arpOpReply:
+		c.Addr = p.spa // a kernel's reply, or its request from the address
 	default:
-		return sighting{}, false
+		return Claim{}, false
 	}
-	return s, true
+	return c, true
 }
 
 // arpSocket sends and receives ARP frames on one interface.
