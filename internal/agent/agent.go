@@ -366,8 +366,9 @@ func (a *Agent) sync(ctx context.Context) error {
 			owned = append(owned, vip)
 		}
 	}
-	announced := a.advertise(an, syncErr == nil && a.nodesReachable(plan))
-	a.forgetGained(ctx, owned)
+	routes := a.routes(an, syncErr == nil && a.nodesReachable(plan))
+	a.forgetGained(ctx, append(slices.Clone(owned), an.held(routes)...))
+	announced := a.advertise(routes)
 	addrStart := time.Now()
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
 	if addrErr != nil {

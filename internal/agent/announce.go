@@ -175,17 +175,48 @@ func (a *Agent) nodesReachable(plan Plan) bool {
 	return false
 }
 
-// advertise gives the announcer the routes this host should advertise and
-// returns their addresses: none while it does not serve (its data plane
-// is not programmed, or no node answers), so that routers send the
-// traffic to the hosts that do.
-func (a *Agent) advertise(an announcing, serving bool) []netip.Addr {
+// routes are the routes this host should advertise: none while it does
+// not serve (its data plane is not programmed, or no node answers), so
+// that routers send the traffic to the hosts that do, and none without an
+// announcer.
+func (a *Agent) routes(an announcing, serving bool) []bgp.Route {
 	if a.cfg.Announcer == nil {
 		return nil
 	}
-	routes := bgp.Desired(an.bgp, serving, a.cfg.Owner.Owns)
+	return bgp.Desired(an.bgp, serving, a.cfg.Owner.Owns)
+}
+
+// advertise gives the announcer routes and returns their addresses.
+func (a *Agent) advertise(routes []bgp.Route) []netip.Addr {
+	if a.cfg.Announcer == nil {
+		return nil
+	}
 	a.cfg.Announcer.Set(routes)
 	return routeAddrs(routes)
+}
+
+// held returns the addresses of routes that this host advertises as their
+// one elected holder, those of BGP LoadBalancers with proxy forwarding:
+// their flows keep conntrack state on this host alone, as an L2 address's
+// do on the host that holds it (see forgetGained). The addresses of
+// passthrough (ECMP) LoadBalancers, which every host advertises, are not
+// held.
+func (an announcing) held(routes []bgp.Route) []netip.Addr {
+	proxy := map[netip.Addr]bool{}
+	for _, svc := range an.bgp {
+		if !svc.ECMP {
+			for _, a := range svc.Addrs {
+				proxy[a] = true
+			}
+		}
+	}
+	var out []netip.Addr
+	for _, r := range routes {
+		if a := r.Prefix.Addr(); proxy[a] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // groupsOf returns the host group (membership.Group of its selector) of

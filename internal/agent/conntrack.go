@@ -17,11 +17,14 @@ type Forgetter interface {
 }
 
 // forgetGained deletes the conntrack entries of the addresses this host
-// starts holding, before it adds and announces them. Such entries can only
+// starts holding, before it adds and announces them: owned are the L2
+// addresses it holds on its interface and the BGP addresses it advertises
+// as their one holder (announcing.held). Such entries can only
 // be stale: flows it forwarded when it last held an address, perhaps in
 // TIME_WAIT for a client port that a live flow now reuses. A packet of that
 // flow arriving in mid-stream would match the stale entry, fall out of its
-// window, stay untranslated and be reset by this host's own stack. Without
+// window, stay untranslated and be reset by this host's own stack (or, for
+// a BGP address, routed back to the router). Without
 // them, every flow is picked up afresh (nf_conntrack_tcp_loose) with the
 // same backend and ports as on the previous holder.
 func (a *Agent) forgetGained(ctx context.Context, owned []netip.Addr) {

@@ -270,6 +270,12 @@ func translateSpec(lb *v1alpha1.LoadBalancer) (dataplane.Service, Problems) {
 	if lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough {
 		svc.Forwarding = dataplane.Passthrough
 	}
+	// A BGP address is routed to the hosts, never held on an interface,
+	// on any host: the data plane must not route back what it does not
+	// translate.
+	if an := lb.Spec.Announce; an != nil && an.Mode == v1alpha1.AnnounceBGP {
+		svc.Routed = true
+	}
 	var bad Problems
 	for _, s := range lb.Spec.Addresses {
 		a, err := netip.ParseAddr(s)

@@ -312,6 +312,27 @@ func TestTranslatePassthrough(t *testing.T) {
 	}
 }
 
+// TestTranslateRouted: the addresses of a BGP LoadBalancer are routed to
+// the host, never held on its interface, whether this host's labels select
+// its pool or not; the data plane is told so (dataplane.Service.Routed).
+func TestTranslateRouted(t *testing.T) {
+	p := Translate([]*v1alpha1.LoadBalancer{
+		newLB("l2", withAddresses("192.0.2.1")),
+		newLB("l2-edge", withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceL2, "edge=true")),
+		newLB("bgp-proxy", withAddresses("192.0.2.3"), withAnnounce(v1alpha1.AnnounceBGP, "")),
+		newLB("bgp-ecmp", withAddresses("192.0.2.4"), withAnnounce(v1alpha1.AnnounceBGP, ""), passthrough),
+		newLB("bgp-elsewhere", withAddresses("192.0.2.5"), withAnnounce(v1alpha1.AnnounceBGP, "rack=b")),
+	}, testNodes(), Host{}, allHealthyBut(health.Target{}))
+	got := map[string]bool{}
+	for _, s := range p.State.Services {
+		got[s.Name] = s.Routed
+	}
+	want := map[string]bool{"default/l2": false, "default/l2-edge": false, "default/bgp-proxy": true, "default/bgp-ecmp": true, "default/bgp-elsewhere": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("routed (-want +got):\n%s", diff)
+	}
+}
+
 // TestIsBackend: the Node events that may change a load balancer.
 func TestIsBackend(t *testing.T) {
 	backend := nodeObjects(node("node-1", "192.0.2.11"))[0].(*corev1.Node)

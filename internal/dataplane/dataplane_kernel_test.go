@@ -231,118 +231,12 @@ func TestKernelDataPlane(t *testing.T) {
 	})
 
 	t.Run("after a takeover the node may speak first", func(t *testing.T) {
-		// A host that takes an address over has no conntrack entry for the
-		// flows through it (its agent deletes the address's entries before
-		// it adds the address). The first packet of such a flow it sees may
-		// come from the node (a keepalive probe, a server that pushes, a UDP
-		// answer): to the VIP and the client's port, which no rule
-		// translates. The host's own stack would answer it with a reset or
-		// a port unreachable; dropped, TCP sends it again after the
-		// client's next packet has made the entry.
-		accepted := make(chan net.Conn, 4)
-		received := make(chan datagram, 16)
-		for _, h := range nodes {
-			holdServer(t, h, labHoldNodePort, accepted)
-			holdUDPServer(t, h, labHoldNodePort, received)
-		}
+		accepted, received := holdServers(t, nodes)
 		st := state
-		st.Services = append(slices.Clone(state.Services), newService("lab/hold", withVIPs(labVIP.String(), labVIP6.String()),
-			withPort(TCP, 88, labHoldNodePort), withPort(UDP, 88, labHoldNodePort),
-			withBackend("node-a", true, labNodes["node-a"]...), withBackend("node-b", true, labNodes["node-b"]...)))
+		st.Services = append(slices.Clone(state.Services), holdService(labVIP, labVIP6))
 		sync(st)
 		defer sync(state)
-		takeover := func(t *testing.T, vip netip.Addr) {
-			t.Helper()
-			if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{vip}) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		families := []struct{ src, vip netip.Addr }{{labClient, labVIP}, {labClient6, labVIP6}}
-
-		t.Run("TCP: the connection lives on", func(t *testing.T) {
-			for _, c := range families {
-				var conn net.Conn
-				if err := client.Do(func() error {
-					var err error
-					conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(c.vip, 88).String(), 3*time.Second)
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
-				var server net.Conn
-				select {
-				case server = <-accepted:
-				case <-time.After(3 * time.Second):
-					t.Fatalf("%s: no node accepted the connection", c.vip)
-				}
-				defer server.Close()
-				if err := sendLine(conn, server, "hello"); err != nil {
-					t.Fatalf("%s: client to node: %v", c.vip, err)
-				}
-				takeover(t, c.vip)
-				if _, err := server.Write([]byte("pushed\n")); err != nil {
-					t.Fatalf("%s: the node's write: %v", c.vip, err)
-				}
-				time.Sleep(300 * time.Millisecond) // the node's first try reaches the host
-				if err := sendLine(conn, server, "still there"); err != nil {
-					t.Errorf("%s: client to node after the node spoke first: %v", c.vip, err)
-					continue
-				}
-				_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-				if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "pushed\n" {
-					t.Errorf("%s: the node's data after the takeover: %q, %v", c.vip, line, err)
-				}
-			}
-		})
-
-		// The node's datagram is lost either way; answered by the host with a
-		// port unreachable, it also left an entry that made the client's next
-		// datagram leave with another source port: a new flow at the node.
-		t.Run("UDP: the flow keeps its node and port", func(t *testing.T) {
-			receive := func(t *testing.T, want string) datagram {
-				t.Helper()
-				select {
-				case d := <-received:
-					if d.data != want {
-						t.Fatalf("%s received %q, want %q", d.node, d.data, want)
-					}
-					return d
-				case <-time.After(3 * time.Second):
-					t.Fatalf("no node received %q", want)
-				}
-				return datagram{}
-			}
-			for _, c := range families {
-				u := newUDPClient(t, client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 88))
-				if _, err := u.c.Write([]byte("first")); err != nil {
-					t.Fatal(err)
-				}
-				first := receive(t, "first")
-				takeover(t, c.vip)
-				if _, err := first.pc.WriteTo([]byte("pushed"), first.from); err != nil {
-					t.Fatalf("%s: the node's datagram: %v", c.vip, err)
-				}
-				time.Sleep(100 * time.Millisecond) // the node's datagram reaches the host
-				if _, err := u.c.Write([]byte("second")); err != nil {
-					t.Fatal(err)
-				}
-				second := receive(t, "second")
-				if second.node != first.node || second.from.String() != first.from.String() {
-					t.Errorf("%s: the client's datagram after the node's reached %s from %s, the first reached %s from %s: another flow",
-						c.vip, second.node, second.from, first.node, first.from)
-					continue
-				}
-				if _, err := second.pc.WriteTo([]byte("answer"), second.from); err != nil {
-					t.Fatal(err)
-				}
-				buf := make([]byte, 64)
-				_ = u.c.SetReadDeadline(time.Now().Add(3 * time.Second))
-				if n, err := u.c.Read(buf); err != nil || string(buf[:n]) != "answer" {
-					t.Errorf("%s: the node's answer after the takeover: %q, %v", c.vip, buf[:n], err)
-				}
-			}
-		})
+		takeoverChecks(t, client, lb, []clientVIP{{labClient, labVIP}, {labClient6, labVIP6}}, accepted, received)
 	})
 
 	t.Run("a source outside the ranges is dropped", func(t *testing.T) {
@@ -510,6 +404,139 @@ func TestKernelDataPlane(t *testing.T) {
 		}
 		if out := nft(t, lb, "list", "tables"); strings.TrimSpace(out) != "" {
 			t.Errorf("tables left after Cleanup:\n%s", out)
+		}
+	})
+}
+
+// clientVIP is a client address and the VIP of its family.
+type clientVIP struct{ src, vip netip.Addr }
+
+// holdService forwards TCP and UDP port 88 of vips to the hold servers
+// (holdServers) on labHoldNodePort of both lab nodes.
+func holdService(vips ...netip.Addr) Service {
+	svc := newService("lab/hold", withPort(TCP, 88, labHoldNodePort), withPort(UDP, 88, labHoldNodePort),
+		withBackend("node-a", true, labNodes["node-a"]...), withBackend("node-b", true, labNodes["node-b"]...))
+	svc.VIPs = vips
+	return svc
+}
+
+// holdServers starts a TCP and a UDP hold server on labHoldNodePort of
+// each node and returns what they accept and receive.
+func holdServers(t *testing.T, nodes map[string]*netlab.Host) (chan net.Conn, chan datagram) {
+	t.Helper()
+	accepted := make(chan net.Conn, 4)
+	received := make(chan datagram, 16)
+	for _, h := range nodes {
+		holdServer(t, h, labHoldNodePort, accepted)
+		holdUDPServer(t, h, labHoldNodePort, received)
+	}
+	return accepted, received
+}
+
+// takeoverChecks checks that flows through lb to holdService's port 88
+// live on when lb takes their address over while the node speaks first.
+//
+// A host that takes an address over has no conntrack entry for the flows
+// through it (its agent deletes the address's entries before it adds or
+// advertises the address). The first packet of such a flow it sees may
+// come from the node (a keepalive probe, a server that pushes, a UDP
+// answer): to the VIP and the client's port, which no rule translates. The
+// host's own stack would answer it with a reset or a port unreachable, and
+// a host that routes the VIP back out would make an entry for it that
+// moves the client's next packet to another source port; dropped, TCP
+// sends it again after the client's next packet has made the entry.
+func takeoverChecks(t *testing.T, client, lb *netlab.Host, families []clientVIP, accepted <-chan net.Conn, received <-chan datagram) {
+	t.Helper()
+	takeover := func(t *testing.T, vip netip.Addr) {
+		t.Helper()
+		if err := lb.Do(func() error { return NetlinkConntrack{}.DeleteFlowsTo(context.Background(), []netip.Addr{vip}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("TCP: the connection lives on", func(t *testing.T) {
+		for _, c := range families {
+			var conn net.Conn
+			if err := client.Do(func() error {
+				var err error
+				conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(c.vip, 88).String(), 3*time.Second)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var server net.Conn
+			select {
+			case server = <-accepted:
+			case <-time.After(3 * time.Second):
+				t.Fatalf("%s: no node accepted the connection", c.vip)
+			}
+			defer server.Close()
+			if err := sendLine(conn, server, "hello"); err != nil {
+				t.Fatalf("%s: client to node: %v", c.vip, err)
+			}
+			takeover(t, c.vip)
+			if _, err := server.Write([]byte("pushed\n")); err != nil {
+				t.Fatalf("%s: the node's write: %v", c.vip, err)
+			}
+			time.Sleep(300 * time.Millisecond) // the node's first try reaches the host
+			if err := sendLine(conn, server, "still there"); err != nil {
+				t.Errorf("%s: client to node after the node spoke first: %v", c.vip, err)
+				continue
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "pushed\n" {
+				t.Errorf("%s: the node's data after the takeover: %q, %v", c.vip, line, err)
+			}
+		}
+	})
+
+	// The node's datagram is lost either way; answered by the host with a
+	// port unreachable, or routed back out, it also left an entry that made
+	// the client's next datagram leave with another source port: a new flow
+	// at the node.
+	t.Run("UDP: the flow keeps its node and port", func(t *testing.T) {
+		receive := func(t *testing.T, want string) datagram {
+			t.Helper()
+			select {
+			case d := <-received:
+				if d.data != want {
+					t.Fatalf("%s received %q, want %q", d.node, d.data, want)
+				}
+				return d
+			case <-time.After(3 * time.Second):
+				t.Fatalf("no node received %q", want)
+			}
+			return datagram{}
+		}
+		for _, c := range families {
+			u := newUDPClient(t, client, netip.AddrPortFrom(c.src, 0), netip.AddrPortFrom(c.vip, 88))
+			if _, err := u.c.Write([]byte("first")); err != nil {
+				t.Fatal(err)
+			}
+			first := receive(t, "first")
+			takeover(t, c.vip)
+			if _, err := first.pc.WriteTo([]byte("pushed"), first.from); err != nil {
+				t.Fatalf("%s: the node's datagram: %v", c.vip, err)
+			}
+			time.Sleep(100 * time.Millisecond) // the node's datagram reaches the host
+			if _, err := u.c.Write([]byte("second")); err != nil {
+				t.Fatal(err)
+			}
+			second := receive(t, "second")
+			if second.node != first.node || second.from.String() != first.from.String() {
+				t.Errorf("%s: the client's datagram after the node's reached %s from %s, the first reached %s from %s: another flow",
+					c.vip, second.node, second.from, first.node, first.from)
+				continue
+			}
+			if _, err := second.pc.WriteTo([]byte("answer"), second.from); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			_ = u.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if n, err := u.c.Read(buf); err != nil || string(buf[:n]) != "answer" {
+				t.Errorf("%s: the node's answer after the takeover: %q, %v", c.vip, buf[:n], err)
+			}
 		}
 	})
 }

@@ -49,6 +49,10 @@ func withBackend(node string, healthy bool, ips ...string) func(*Service) {
 	}
 }
 
+// withRouted marks the service's VIPs as routed to the host (BGP), not
+// held on its interface.
+func withRouted() func(*Service) { return func(s *Service) { s.Routed = true } }
+
 func withAffinity() func(*Service) { return func(s *Service) { s.Affinity = true } }
 
 func withSourceRanges(prefixes ...string) func(*Service) {

@@ -6,14 +6,17 @@ import (
 )
 
 // syncedTracer syncs st into fakes and returns a tracer over them. The VIPs
-// are local addresses of the LB host, as the agent configures them.
+// are local addresses of the LB host, as the agent configures them, but
+// for those routed to it (Service.Routed).
 func syncedTracer(t *testing.T, st State) (*tracer, *Syncer) {
 	t.Helper()
 	s, v4, v6, _ := newFakeSyncer()
 	mustSync(t, s, st)
 	var local []netip.Addr
 	for _, svc := range st.Services {
-		local = append(local, svc.VIPs...)
+		if !svc.Routed {
+			local = append(local, svc.VIPs...)
+		}
 	}
 	return newTracer(t, v4, v6, local...), s
 }

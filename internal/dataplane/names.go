@@ -28,6 +28,7 @@ const (
 	mapVIPSNAT       = "vip-snat"
 	mapNodePorts     = "node-ports"
 	mapProxyVIPs     = "proxy-vips"
+	mapRoutedVIPs    = "routed-vips"
 	maxReadableChars = 200 // of a service name in a chain name; nft allows 255
 )
 

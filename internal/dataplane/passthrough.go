@@ -186,10 +186,12 @@ func passthroughBuckets(f family, svc service, memo *assignMemo, groups groupMap
 }
 
 // addPassthroughChecks adds what the ip/ip6 table does for a passthrough
-// service: drop sources outside its ranges and reject new flows while no
+// service: drop sources outside its ranges, reject new flows while no
 // bucket is reachable (the netdev table then lets its packets through to
-// this host's stack). Everything else happens in the netdev table; packets
-// of self's buckets reach this host's stack and its own kube-proxy.
+// this host's stack) and, for a routed VIP, drop what goes up the stack
+// untranslated (addRoutedVIP). Everything else happens in the netdev
+// table; packets of self's buckets reach this host's stack and its own
+// kube-proxy.
 func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend, memo *assignMemo, groups groupMaps) {
 	index, _, _ := passthroughBuckets(f, svc, memo, groups)
 	fwChain := ""
@@ -204,6 +206,9 @@ func addPassthroughChecks(t *Table, f family, svc service, frontends []frontend,
 		}
 		if !hasElements(index) {
 			t.addElement(mapNoEndpoints, key, []string{"goto " + chainReject})
+		}
+		if svc.routed {
+			t.addRoutedVIP(f, key[0], []string{key[0]})
 		}
 	}
 }

@@ -49,9 +49,9 @@ func ptBackend(node string, healthy bool) Backend {
 	return Backend{Node: node, Addrs: addrs(ptNodes[node]...), Healthy: healthy}
 }
 
-// kubeProxyStandIn makes h serve the VIPs as kube-proxy does for a Service
-// with ipMode VIP: it DNATs them to its own NodePort servers.
-func kubeProxyStandIn(t *testing.T, h *netlab.Host) {
+// kubeProxyStandIn makes h serve vip4 and vip6 as kube-proxy does for a
+// Service with ipMode VIP: it DNATs them to its own NodePort servers.
+func kubeProxyStandIn(t *testing.T, h *netlab.Host, vip4, vip6 netip.Addr) {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("table inet kube-proxy-stand-in {\n chain prerouting {\n  type nat hook prerouting priority dstnat; policy accept;\n")
@@ -59,8 +59,8 @@ func kubeProxyStandIn(t *testing.T, h *netlab.Host) {
 		proto      string
 		port, node int
 	}{{"tcp", 80, labTCPNodePort}, {"tcp", 83, labTCPNodePort}, {"tcp", 84, labTCPNodePort}, {"udp", 53, labUDPNodePort}} {
-		fmt.Fprintf(&b, "  ip daddr %s %s dport %d dnat ip to %s:%d\n", labVIP, p.proto, p.port, h.Addr4, p.node)
-		fmt.Fprintf(&b, "  ip6 daddr %s %s dport %d dnat ip6 to [%s]:%d\n", labVIP6, p.proto, p.port, h.Addr6, p.node)
+		fmt.Fprintf(&b, "  ip daddr %s %s dport %d dnat ip to %s:%d\n", vip4, p.proto, p.port, h.Addr4, p.node)
+		fmt.Fprintf(&b, "  ip6 daddr %s %s dport %d dnat ip6 to [%s]:%d\n", vip6, p.proto, p.port, h.Addr6, p.node)
 	}
 	b.WriteString(" }\n}\n")
 	cmd := h.Command(t.Context(), "nft", "-f", "-")
@@ -106,7 +106,7 @@ func TestKernelPassthrough(t *testing.T) {
 		ips := labNodes[node]
 		h := l.AddHostT(t, node, netlab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
 		serve(t, h, labTCPNodePort, labUDPNodePort)
-		kubeProxyStandIn(t, h)
+		kubeProxyStandIn(t, h, labVIP, labVIP6)
 	}
 	// Counters on the lb host's link, before our chain: what reaches the
 	// host for the VIPs and what comes back from them.
@@ -316,7 +316,7 @@ func TestKernelPassthrough(t *testing.T) {
 	})
 
 	t.Run("the lb host's own node serves its buckets itself", func(t *testing.T) {
-		kubeProxyStandIn(t, lb)
+		kubeProxyStandIn(t, lb, labVIP, labVIP6)
 		self := []Backend{ptBackend("lb", true), ptBackend("node-a", true), ptBackend("node-b", true)}
 		sync(ptState("lb", self...))
 		seen := check(t, self, 43000, 32)
@@ -336,16 +336,25 @@ func TestKernelPassthrough(t *testing.T) {
 	})
 }
 
-// counters reads the packet counters of the count table in h, in order.
+// counters reads the packet counters of the netdev count table in h, in
+// order.
 func counters(t *testing.T, h *netlab.Host) []int {
 	t.Helper()
+	return tableCounters(t, h, "netdev count", 4)
+}
+
+// tableCounters reads the want packet counters of table ("<family>
+// <name>") in h, in order.
+func tableCounters(t *testing.T, h *netlab.Host, table string, want int) []int {
+	t.Helper()
 	var out []int
-	for _, m := range regexp.MustCompile(`counter packets (\d+)`).FindAllStringSubmatch(nft(t, h, "list", "table", "netdev", "count"), -1) {
+	args := append([]string{"list", "table"}, strings.Fields(table)...)
+	for _, m := range regexp.MustCompile(`counter packets (\d+)`).FindAllStringSubmatch(nft(t, h, args...), -1) {
 		n, _ := strconv.Atoi(m[1])
 		out = append(out, n)
 	}
-	if len(out) != 4 {
-		t.Fatalf("counters: got %d, want 4", len(out))
+	if len(out) != want {
+		t.Fatalf("counters of %s in %s: got %d, want %d", table, h.Name, len(out), want)
 	}
 	return out
 }

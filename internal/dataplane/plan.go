@@ -274,6 +274,9 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 		}
 		t.addElementText(mapVIPSNAT, text.key[0], text.vip, text.vip)
 		t.addElementText(mapProxyVIPs, text.key[0], text.vip, verdictDrop)
+		if svc.routed {
+			t.addRoutedVIP(f, text.key[0], text.vip)
+		}
 		if fe.port.Protocol == UDP && reachable {
 			for _, c := range index {
 				if c == 0 {
@@ -283,6 +286,31 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 			}
 		}
 	}
+}
+
+// addRoutedVIP makes filter-forward drop the packets for vip (the address
+// in nft syntax; key is the element's key, []string{vip}) that no rule
+// translated: vip is routed to this host (Service.Routed), not one of its
+// addresses, so such a packet is forwarded rather than delivered, back to
+// the router that sent it, which sends it here again until its TTL runs
+// out. That is a packet to a port no service has, one of a passthrough
+// service that went up the stack untranslated, or, in proxy forwarding,
+// the first packet from a node of a flow this host has no entry for, as
+// after it took the address over: routed back, it would also leave an
+// entry that moves the client's next packet to another source port
+// (docs/packet-path.md, "After a failover"). The rule comes after the reject of services without a
+// healthy backend; every packet a rule did translate has another
+// destination by then (DNAT, or un-SNAT of a node's reply).
+//
+// The map and the rule exist only in a table with a routed VIP: a host
+// whose VIPs are all on its interface keeps the ruleset it had.
+func (t *Table) addRoutedVIP(f family, vip string, key []string) {
+	if t.Maps[mapRoutedVIPs] == nil {
+		t.addMap(mapRoutedVIPs, f.addrType+" : verdict", "VIPs routed to this host: what no rule translated for them is dropped, not routed back")
+		c := t.Chains[chainFilterForward]
+		c.Rules = append(slices.Clip(c.Rules), f.ip+" daddr vmap @"+mapRoutedVIPs)
+	}
+	t.addElementText(mapRoutedVIPs, vip, key, verdictDrop)
 }
 
 // newPortText formats the chain name and DNAT rule of k, a port with a

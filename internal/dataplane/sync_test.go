@@ -209,6 +209,10 @@ func TestPartialSyncEqualsFullSync(t *testing.T) {
 			}
 		}},
 		{"web back", func(s *State) { *s = withHealth(*s, "node-a", true) }},
+		{"web routed to the host (BGP)", func(s *State) { s.Services[0].Routed = true }},
+		{"broken routed too", func(s *State) { s.Services[3].Routed = true }},
+		{"web held on the interface again", func(s *State) { s.Services[0].Routed = false }},
+		{"no VIP routed, routed-vips goes", func(s *State) { s.Services[3].Routed = false }},
 		{"node-c removed from web", func(s *State) { s.Services[0].Backends = s.Services[0].Backends[:2] }},
 		{"web port 443 removed", func(s *State) { s.Services[0].Ports = s.Services[0].Ports[:1] }},
 		{"admin source ranges changed", func(s *State) { s.Services[2].SourceRanges = s.Services[2].SourceRanges[:1] }},

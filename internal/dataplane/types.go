@@ -87,6 +87,13 @@ type Service struct {
 	SourceRanges []netip.Prefix
 	// Forwarding is Proxy ("" too) or Passthrough.
 	Forwarding Forwarding
+	// Routed says that the VIPs are routed to this host rather than held
+	// on its interface: announced to a router as host routes (BGP), not
+	// local addresses of the host. What no rule translates for them is
+	// dropped in filter-forward (see addRoutedVIP): routed, it would go
+	// back to the router, which sends it here again until its TTL runs
+	// out.
+	Routed bool
 	// BucketGroup, when set, names services whose Backends are the same
 	// because they come from the same source (the agent: every Service
 	// checked by the same health check, which is every Service with

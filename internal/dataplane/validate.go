@@ -65,6 +65,8 @@ type service struct {
 	ranges     []netip.Prefix
 	// frontends are the (VIP, port) pairs this service programs.
 	frontends []frontend
+	// routed: the VIPs are routed to this host, not local (Service.Routed).
+	routed bool
 	// passthrough: forwarded unchanged on iface to backends on links.
 	passthrough bool
 	iface       string
@@ -178,7 +180,7 @@ func normalizeService(svc Service, checked *cleanCache) (service, []error) {
 	bad := func(format string, args ...any) {
 		problems = append(problems, &ServiceProblem{Service: svc.Name, Err: fmt.Errorf(format, args...)})
 	}
-	clean := service{name: svc.Name, group: svc.BucketGroup, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0}
+	clean := service{name: svc.Name, group: svc.BucketGroup, affinity: svc.Affinity, restricted: len(svc.SourceRanges) > 0, routed: svc.Routed}
 
 	clean.ports = make([]Port, 0, len(svc.Ports))
 	for _, p := range svc.Ports {
