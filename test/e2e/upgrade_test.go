@@ -125,7 +125,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lb, err := lbapi.FromUnstructured(u)
+		lb, err := lbapi.Type.FromUnstructured(u)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -135,7 +135,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 		}
 	}
 
-	// The components' informer (typed cache, lbapi.Transform) reads them.
+	// The components' informer (typed cache, lbapi.NewInformer) reads them.
 	inf := lbapi.NewInformer(dyn, 0)
 	go inf.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
