@@ -732,10 +732,10 @@ func TestRouteCRD(t *testing.T) {
 		t.Errorf("router: watch: %v", err)
 	}
 	st := v1alpha1.RouteHostStatus{Name: "gw", Conditions: []metav1.Condition{{Type: "Programmed", Status: "True", Reason: "Programmed", LastTransitionTime: metav1.Now()}}}
-	if err := rc.ApplyStatus(ctx, "node-2.10-244-2-0-24", "groundcloud-router/gw", st); err != nil {
+	if err := rc.ApplyHostStatus(ctx, "node-2.10-244-2-0-24", "groundcloud-router/gw", st); err != nil {
 		t.Errorf("router: apply status: %v", err)
 	}
-	if err := rc.Delete(ctx, "node-2.10-244-2-0-24"); !apierrors.IsForbidden(err) {
+	if err := rc.Delete(ctx, "", "node-2.10-244-2-0-24", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("router: delete = %v, want Forbidden", err)
 	}
 	_, err = router.Resource(routes.Resource).Patch(ctx, "node-2.10-244-2-0-24", types.MergePatchType, []byte(`{"spec":{"nextHop":"192.0.2.99"}}`), metav1.PatchOptions{})
