@@ -33,7 +33,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/config"
-	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/router"
 	"github.com/groundcloud/groundcloud/internal/routes"
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
@@ -650,7 +650,7 @@ func TestRouteCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lbapi.InstallCRDs(ctx, admin, "test"); err != nil {
+	if err := crdinstall.All(ctx, admin, "test"); err != nil {
 		t.Fatal(err)
 	}
 	good := func() map[string]any {

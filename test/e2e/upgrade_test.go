@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
@@ -49,7 +50,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 	}
 	// The old version's CRD: this one's with spec.backends, applied by the
 	// controller manager's field manager as the old version did.
-	if err := lbapi.InstallCRDs(ctx, dyn, loadbalancers.FieldManager); err != nil {
+	if err := crdinstall.All(ctx, dyn, loadbalancers.FieldManager); err != nil {
 		t.Fatal(err)
 	}
 	crd, err := dyn.Resource(crdResource).Get(ctx, "loadbalancers.groundcloud.io", metav1.GetOptions{})
@@ -109,7 +110,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 	}
 
 	// The upgrade: the new controller manager installs its CRDs.
-	if err := lbapi.InstallCRDs(ctx, dyn, loadbalancers.FieldManager); err != nil {
+	if err := crdinstall.All(ctx, dyn, loadbalancers.FieldManager); err != nil {
 		t.Fatal(err)
 	}
 	noBackends := func(u *unstructured.Unstructured) bool {

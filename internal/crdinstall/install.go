@@ -1,4 +1,4 @@
-package lbapi
+package crdinstall
 
 import (
 	"context"
@@ -17,9 +17,11 @@ import (
 	"github.com/groundcloud/groundcloud/deploy/crds"
 )
 
-// InstallCRDs server-side-applies every embedded CRD with fieldManager and
-// waits until each is Established.
-func InstallCRDs(ctx context.Context, dyn dynamic.Interface, fieldManager string) error {
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// All server-side-applies every CRD of deploy/crds (LoadBalancer, Route,
+// AddressPool, ...) with fieldManager and waits until each is Established.
+func All(ctx context.Context, dyn dynamic.Interface, fieldManager string) error {
 	files, err := fs.Glob(crds.FS, "*.yaml")
 	if err != nil {
 		return err
@@ -65,5 +67,3 @@ func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) er
 	}
 	return nil
 }
-
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
