@@ -18,11 +18,8 @@ import (
 // Resource is the AddressPool resource.
 var Resource = v1alpha1.SchemeGroupVersion.WithResource("addresspools")
 
-// Type is the AddressPool for crdclient: cluster-scoped.
-var Type = crdclient.Type[*v1alpha1.AddressPool]{
-	Resource: Resource, Kind: "AddressPool",
-	New: func() *v1alpha1.AddressPool { return &v1alpha1.AddressPool{} },
-}
+// Type is the AddressPool for crdclient.
+var Type = crdclient.ClusterScoped[v1alpha1.AddressPool](Resource, "AddressPool")
 
 const (
 	// DefaultInterval is the least time between two syncs: a burst of

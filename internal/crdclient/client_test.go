@@ -19,14 +19,8 @@ import (
 
 // The two types the tests use: one namespaced, one cluster-scoped.
 var (
-	loadBalancers = Type[*v1alpha1.LoadBalancer]{
-		Resource: v1alpha1.SchemeGroupVersion.WithResource("loadbalancers"), Kind: "LoadBalancer", Namespaced: true,
-		New: func() *v1alpha1.LoadBalancer { return &v1alpha1.LoadBalancer{} },
-	}
-	routes = Type[*v1alpha1.Route]{
-		Resource: v1alpha1.SchemeGroupVersion.WithResource("routes"), Kind: "Route",
-		New: func() *v1alpha1.Route { return &v1alpha1.Route{} },
-	}
+	loadBalancers = Namespaced[v1alpha1.LoadBalancer](v1alpha1.SchemeGroupVersion.WithResource("loadbalancers"), "LoadBalancer")
+	routes        = ClusterScoped[v1alpha1.Route](v1alpha1.SchemeGroupVersion.WithResource("routes"), "Route")
 )
 
 func newLoadBalancer(name string, addresses ...string) *v1alpha1.LoadBalancer {

@@ -17,13 +17,31 @@ type Object interface {
 	metav1.Object
 }
 
-// Type describes one custom resource for the dynamic client.
+// Type describes one custom resource for the dynamic client. Build it
+// with Namespaced or ClusterScoped.
 type Type[T Object] struct {
 	Resource   schema.GroupVersionResource
 	Kind       string
 	Namespaced bool
-	// New returns an empty object to convert into.
-	New func() T
+	new        func() T // an empty object to convert into
+}
+
+// Namespaced is the Type of a namespaced resource whose Go type is O
+// (its objects are *O).
+func Namespaced[O any, T interface {
+	*O
+	Object
+}](resource schema.GroupVersionResource, kind string) Type[T] {
+	return Type[T]{Resource: resource, Kind: kind, Namespaced: true, new: func() T { return new(O) }}
+}
+
+// ClusterScoped is the Type of a cluster-scoped resource whose Go type is
+// O (its objects are *O).
+func ClusterScoped[O any, T interface {
+	*O
+	Object
+}](resource schema.GroupVersionResource, kind string) Type[T] {
+	return Type[T]{Resource: resource, Kind: kind, new: func() T { return new(O) }}
 }
 
 // gvk is the apiVersion and kind written on every object.
@@ -50,7 +68,7 @@ func (t Type[T]) FromUnstructured(obj any) (T, error) {
 	if !ok {
 		return zero, fmt.Errorf("unexpected object %T", obj)
 	}
-	typed := t.New()
+	typed := t.new()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
 		return zero, fmt.Errorf("convert %s %s: %w", t.Kind, t.key(u.GetNamespace(), u.GetName()), err)
 	}
@@ -83,7 +101,7 @@ func (t Type[T]) Transform(prepare func(T)) cache.TransformFunc {
 		switch o := obj.(type) {
 		case *unstructured.Unstructured:
 			o.SetManagedFields(nil)
-			typed := t.New()
+			typed := t.new()
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, typed); err != nil {
 				return o, nil
 			}

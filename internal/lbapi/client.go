@@ -13,11 +13,8 @@ import (
 // Resource is the LoadBalancer resource.
 var Resource = v1alpha1.SchemeGroupVersion.WithResource("loadbalancers")
 
-// Type is the LoadBalancer for crdclient: namespaced.
-var Type = crdclient.Type[*v1alpha1.LoadBalancer]{
-	Resource: Resource, Kind: "LoadBalancer", Namespaced: true,
-	New: func() *v1alpha1.LoadBalancer { return &v1alpha1.LoadBalancer{} },
-}
+// Type is the LoadBalancer for crdclient.
+var Type = crdclient.Namespaced[v1alpha1.LoadBalancer](Resource, "LoadBalancer")
 
 // Client reads and writes LoadBalancer objects.
 type Client = crdclient.Client[*v1alpha1.LoadBalancer]

@@ -17,11 +17,8 @@ import (
 // Resource is the Route resource.
 var Resource = v1alpha1.SchemeGroupVersion.WithResource("routes")
 
-// Type is the Route for crdclient: cluster-scoped.
-var Type = crdclient.Type[*v1alpha1.Route]{
-	Resource: Resource, Kind: "Route",
-	New: func() *v1alpha1.Route { return &v1alpha1.Route{} },
-}
+// Type is the Route for crdclient.
+var Type = crdclient.ClusterScoped[v1alpha1.Route](Resource, "Route")
 
 // FieldManager is the controller manager's field manager for Route specs.
 const FieldManager = "groundcloud-controller-manager"
