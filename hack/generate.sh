@@ -11,7 +11,7 @@ go tool controller-gen object:headerFile=../boilerplate.go.txt paths=../../api/.
 cd ../..
 chart=charts/groundcloud
 # Helm installs crds/ as they are (never templated); the controller manager
-# upgrades them at start (internal/lbapi InstallCRDs).
+# upgrades them at start (internal/crdinstall All).
 rm -f "$chart"/crds/*.yaml
 cp deploy/crds/*.yaml "$chart/crds/"
 cp deploy/monitoring/groundcloud.rules.yaml deploy/monitoring/groundcloud-dashboard.json "$chart/files/"

@@ -5,8 +5,9 @@
 //
 // desired.go is pure: a Snapshot (the pools, the allocator's usage and
 // orphans) -> the objects, and the objects wanted and stored -> the writes.
-// reporter.go is the shell: it writes only what differs, at most once per
-// interval however often it is woken, and deletes the objects of pools gone
-// from the cloud-config. It never reads or changes allocations: the
-// load-balancer manager hands it snapshots.
+// reporter.go is the shell: through internal/crdclient (Type) it writes
+// only what differs, at most once per interval however often it is woken,
+// and deletes the objects of pools gone from the cloud-config. It never
+// reads or changes allocations: the load-balancer manager hands it
+// snapshots.
 package addresspools

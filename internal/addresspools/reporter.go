@@ -8,16 +8,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/crdclient"
 )
 
 // Resource is the AddressPool resource.
 var Resource = v1alpha1.SchemeGroupVersion.WithResource("addresspools")
+
+// Type is the AddressPool for crdclient.
+var Type = crdclient.ClusterScoped[v1alpha1.AddressPool](Resource, "AddressPool")
 
 const (
 	// DefaultInterval is the least time between two syncs: a burst of
@@ -30,11 +32,10 @@ const (
 
 // Reporter writes the AddressPool objects.
 type Reporter struct {
-	res      dynamic.NamespaceableResourceInterface
+	client   *crdclient.Client[*v1alpha1.AddressPool]
 	snapshot func() Snapshot
 	wake     chan struct{}
 	interval time.Duration
-	fieldMgr string
 
 	stored map[string]*v1alpha1.AddressPool // nil: read them first
 }
@@ -43,8 +44,8 @@ type Reporter struct {
 // fieldManager in managedFields. It starts nothing: call Run.
 func NewReporter(dyn dynamic.Interface, fieldManager string, snapshot func() Snapshot) *Reporter {
 	return &Reporter{
-		res: dyn.Resource(Resource), snapshot: snapshot, wake: make(chan struct{}, 1),
-		interval: DefaultInterval, fieldMgr: fieldManager,
+		client: crdclient.New(dyn, Type, fieldManager), snapshot: snapshot,
+		wake: make(chan struct{}, 1), interval: DefaultInterval,
 	}
 }
 
@@ -107,7 +108,7 @@ func (r *Reporter) sync(ctx context.Context) error {
 	}
 	for _, name := range w.Delete {
 		logger.Info("Deleting AddressPool: its pool is gone from the cloud-config", "pool", name)
-		err := r.res.Delete(ctx, name, metav1.DeleteOptions{})
+		err := r.client.Delete(ctx, "", name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete AddressPool %s: %w", name, err))
 			continue
@@ -119,16 +120,12 @@ func (r *Reporter) sync(ctx context.Context) error {
 
 // read fills stored from the apiserver.
 func (r *Reporter) read(ctx context.Context) error {
-	list, err := r.res.List(ctx, metav1.ListOptions{})
+	aps, err := r.client.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list AddressPools: %w", err)
 	}
-	r.stored = make(map[string]*v1alpha1.AddressPool, len(list.Items))
-	for i := range list.Items {
-		ap, err := fromUnstructured(&list.Items[i])
-		if err != nil {
-			return err
-		}
+	r.stored = make(map[string]*v1alpha1.AddressPool, len(aps))
+	for _, ap := range aps {
 		r.stored[ap.Name] = ap
 	}
 	return nil
@@ -136,34 +133,14 @@ func (r *Reporter) read(ctx context.Context) error {
 
 // write creates or updates ap and remembers what was stored.
 func (r *Reporter) write(ctx context.Context, ap *v1alpha1.AddressPool, create bool) error {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ap)
-	if err != nil {
-		return fmt.Errorf("convert AddressPool %s: %w", ap.Name, err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
-	u.SetKind("AddressPool")
-	var out *unstructured.Unstructured
+	send := r.client.Update
 	if create {
-		out, err = r.res.Create(ctx, u, metav1.CreateOptions{FieldManager: r.fieldMgr})
-	} else {
-		out, err = r.res.Update(ctx, u, metav1.UpdateOptions{FieldManager: r.fieldMgr})
+		send = r.client.Create
 	}
+	stored, err := send(ctx, ap)
 	if err != nil {
 		return fmt.Errorf("write AddressPool %s: %w", ap.Name, err)
 	}
-	stored, err := fromUnstructured(out)
-	if err != nil {
-		return err
-	}
 	r.stored[ap.Name] = stored
 	return nil
-}
-
-func fromUnstructured(u *unstructured.Unstructured) (*v1alpha1.AddressPool, error) {
-	ap := &v1alpha1.AddressPool{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ap); err != nil {
-		return nil, fmt.Errorf("read AddressPool %s: %w", u.GetName(), err)
-	}
-	return ap, nil
 }

@@ -155,8 +155,8 @@ func (a *Agent) hostsChanged(old, cur any) bool {
 	if a.cfg.Membership == nil {
 		return false
 	}
-	o, err1 := lbapi.FromUnstructured(old)
-	c, err2 := lbapi.FromUnstructured(cur)
+	o, err1 := lbapi.Type.FromUnstructured(old)
+	c, err2 := lbapi.Type.FromUnstructured(cur)
 	if err1 != nil || err2 != nil {
 		return true
 	}

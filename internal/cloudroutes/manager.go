@@ -70,7 +70,7 @@ func (m *Manager) Create(ctx context.Context, r *cloudprovider.Route) error {
 	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create route %s: %w", want.Name, err)
 	}
-	have, err := m.client.Get(ctx, want.Name)
+	have, err := m.client.Get(ctx, "", want.Name)
 	if err != nil {
 		return fmt.Errorf("read route %s: %w", want.Name, err)
 	}
@@ -100,7 +100,7 @@ func (m *Manager) Delete(ctx context.Context, r *cloudprovider.Route) error {
 		}
 		name = routes.ObjectName(string(r.TargetNode), dst)
 	}
-	err := m.client.Delete(ctx, name)
+	err := m.client.Delete(ctx, "", name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -66,7 +66,7 @@ func TestManager(t *testing.T) {
 	if err := m.Create(ctx, &cloudprovider.Route{TargetNode: "node-1", DestinationCIDR: "10.244.1.0/24", TargetNodeAddresses: moved}); err != nil {
 		t.Fatal(err)
 	}
-	obj, err := c.Get(ctx, "node-1.10-244-1-0-24")
+	obj, err := c.Get(ctx, "", "node-1.10-244-1-0-24")
 	if err != nil || obj.Spec.NextHop != "192.0.2.111" || len(obj.Spec.NodeAddresses) != 1 {
 		t.Errorf("after the address change: %+v, %v", obj, err)
 	}

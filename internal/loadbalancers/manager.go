@@ -23,6 +23,7 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/addresspools"
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/ipam"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 )
@@ -98,7 +99,7 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "groundcloud_loadbalancers"}),
 		written: writeCache{m: map[types.NamespacedName]lastWrite{}},
 		ready:   make(chan struct{}),
-		install: func(ctx context.Context) error { return lbapi.InstallCRDs(ctx, dyn, FieldManager) },
+		install: func(ctx context.Context) error { return crdinstall.All(ctx, dyn, FieldManager) },
 		events:  events, orphans: newOrphanReporter(),
 	}
 	m.pools = addresspools.NewReporter(dyn, FieldManager, m.poolSnapshot)

@@ -175,7 +175,7 @@ func logPlan(logger klog.Logger, p Plan) {
 func (r *Router) cached() ([]*v1alpha1.Route, error) {
 	var out []*v1alpha1.Route
 	for _, obj := range r.informer.GetStore().List() {
-		rt, err := routes.FromUnstructured(obj)
+		rt, err := routes.Type.FromUnstructured(obj)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +200,7 @@ func (r *Router) report(ctx context.Context, objs []*v1alpha1.Route, reports map
 		if !rep.Programmed {
 			logger.Info("Route not programmed", "route", obj.Name, "reason", rep.Reason, "message", rep.Message)
 		}
-		if err := r.client.ApplyStatus(ctx, obj.Name, FieldManager(r.cfg.Host), st); err != nil {
+		if err := r.client.ApplyHostStatus(ctx, obj.Name, FieldManager(r.cfg.Host), st); err != nil {
 			logger.Error(err, "Cannot write Route status", "route", obj.Name)
 		}
 	}

@@ -8,8 +8,9 @@
 //   - the object's name (ObjectName), the pod CIDR's canonical form
 //     (ParseCIDR) and the next hop chosen from the Node's addresses
 //     (NextHop);
-//   - reading and writing Route objects (Client, NewInformer and
-//     ApplyStatus), for the controller manager and routers;
+//   - reading and writing Route objects (Type, Client over
+//     internal/crdclient, NewInformer, and a router's status entry:
+//     Client.ApplyHostStatus), for the controller manager and routers;
 //   - the controller-manager flags that routes need (CheckFlags).
 //
 // The controller manager's side, what a Route object says for an upstream

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
@@ -24,11 +25,11 @@ func TestCRDValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lbapi.InstallCRDs(t.Context(), dyn, "test"); err != nil {
+	if err := crdinstall.All(t.Context(), dyn, "test"); err != nil {
 		t.Fatal(err)
 	}
 	// Installing again (an upgrade at the next start) is a no-op.
-	if err := lbapi.InstallCRDs(t.Context(), dyn, "test"); err != nil {
+	if err := crdinstall.All(t.Context(), dyn, "test"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -192,7 +192,7 @@ func (env *haEnv) statusHost(t *testing.T, name string, vip netip.Addr) (string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := lbapi.FromUnstructured(u)
+	lb, err := lbapi.Type.FromUnstructured(u)
 	if err != nil {
 		t.Fatal(err)
 	}

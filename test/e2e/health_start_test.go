@@ -107,7 +107,7 @@ func (env *lbEnv) waitProgrammed(t *testing.T, name string, spec func(*v1alpha1.
 		if err != nil {
 			return false
 		}
-		lb, err := lbapi.FromUnstructured(u)
+		lb, err := lbapi.Type.FromUnstructured(u)
 		if err != nil || !spec(lb) {
 			return false
 		}

@@ -41,7 +41,7 @@ func TestLoadBalancerRecovery(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			lb, err := lbapi.FromUnstructured(u)
+			lb, err := lbapi.Type.FromUnstructured(u)
 			return err == nil && len(lb.Spec.Addresses) == 1 && lb.Spec.Addresses[0] == vip.String()
 		})
 		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)
@@ -55,7 +55,7 @@ func TestLoadBalancerRecovery(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			lb, err := lbapi.FromUnstructured(u)
+			lb, err := lbapi.Type.FromUnstructured(u)
 			return err == nil && lb.Spec.SessionAffinity == "None"
 		})
 		env.nodesReached(t, netip.AddrPortFrom(vip, 80), all...)

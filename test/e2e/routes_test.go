@@ -33,7 +33,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/backends"
 	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/config"
-	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/router"
 	"github.com/groundcloud/groundcloud/internal/routes"
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
@@ -649,7 +649,7 @@ func TestRouteCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lbapi.InstallCRDs(ctx, admin, "test"); err != nil {
+	if err := crdinstall.All(ctx, admin, "test"); err != nil {
 		t.Fatal(err)
 	}
 	good := func() map[string]any {
@@ -731,10 +731,10 @@ func TestRouteCRD(t *testing.T) {
 		t.Errorf("router: watch: %v", err)
 	}
 	st := v1alpha1.RouteHostStatus{Name: "gw", Conditions: []metav1.Condition{{Type: "Programmed", Status: "True", Reason: "Programmed", LastTransitionTime: metav1.Now()}}}
-	if err := rc.ApplyStatus(ctx, "node-2.10-244-2-0-24", "groundcloud-router/gw", st); err != nil {
+	if err := rc.ApplyHostStatus(ctx, "node-2.10-244-2-0-24", "groundcloud-router/gw", st); err != nil {
 		t.Errorf("router: apply status: %v", err)
 	}
-	if err := rc.Delete(ctx, "node-2.10-244-2-0-24"); !apierrors.IsForbidden(err) {
+	if err := rc.Delete(ctx, "", "node-2.10-244-2-0-24", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("router: delete = %v, want Forbidden", err)
 	}
 	_, err = router.Resource(routes.Resource).Patch(ctx, "node-2.10-244-2-0-24", types.MergePatchType, []byte(`{"spec":{"nextHop":"192.0.2.99"}}`), metav1.PatchOptions{})

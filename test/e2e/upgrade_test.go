@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/loadbalancers"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
@@ -49,7 +50,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 	}
 	// The old version's CRD: this one's with spec.backends, applied by the
 	// controller manager's field manager as the old version did.
-	if err := lbapi.InstallCRDs(ctx, dyn, loadbalancers.FieldManager); err != nil {
+	if err := crdinstall.All(ctx, dyn, loadbalancers.FieldManager); err != nil {
 		t.Fatal(err)
 	}
 	crd, err := dyn.Resource(crdResource).Get(ctx, "loadbalancers.groundcloud.io", metav1.GetOptions{})
@@ -109,7 +110,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 	}
 
 	// The upgrade: the new controller manager installs its CRDs.
-	if err := lbapi.InstallCRDs(ctx, dyn, loadbalancers.FieldManager); err != nil {
+	if err := crdinstall.All(ctx, dyn, loadbalancers.FieldManager); err != nil {
 		t.Fatal(err)
 	}
 	noBackends := func(u *unstructured.Unstructured) bool {
@@ -125,7 +126,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lb, err := lbapi.FromUnstructured(u)
+		lb, err := lbapi.Type.FromUnstructured(u)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -135,7 +136,7 @@ func TestUpgradeFromListedBackends(t *testing.T) {
 		}
 	}
 
-	// The components' informer (typed cache, lbapi.Transform) reads them.
+	// The components' informer (typed cache, lbapi.NewInformer) reads them.
 	inf := lbapi.NewInformer(dyn, 0)
 	go inf.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {

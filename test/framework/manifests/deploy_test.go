@@ -322,7 +322,7 @@ func TestDeployAppliesStrictly(t *testing.T) {
 
 // TestDeployInstallsEveryCRD: `kubectl apply -k deploy/` installs every CRD
 // of deploy/crds, and the controller manager — which applies every one of
-// them at start (internal/lbapi InstallCRDs embeds deploy/crds/*.yaml) —
+// them at start (internal/crdinstall embeds deploy/crds/*.yaml) —
 // may apply exactly those. A new generated CRD must be added to both
 // deploy/kustomization.yaml and the resourceNames of the
 // customresourcedefinitions rule in deploy/controller-manager/rbac.yaml.

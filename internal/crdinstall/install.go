@@ -1,4 +1,4 @@
-package lbapi
+package crdinstall
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
@@ -16,9 +17,11 @@ import (
 	"github.com/groundcloud/groundcloud/deploy/crds"
 )
 
-// InstallCRDs server-side-applies every embedded CRD with fieldManager and
-// waits until each is Established.
-func InstallCRDs(ctx context.Context, dyn dynamic.Interface, fieldManager string) error {
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// All server-side-applies every CRD of deploy/crds (LoadBalancer, Route,
+// AddressPool, ...) with fieldManager and waits until each is Established.
+func All(ctx context.Context, dyn dynamic.Interface, fieldManager string) error {
 	files, err := fs.Glob(crds.FS, "*.yaml")
 	if err != nil {
 		return err
