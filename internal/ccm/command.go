@@ -18,7 +18,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/lbclass"
 	"github.com/groundcloud/groundcloud/internal/memlimit"
 	"github.com/groundcloud/groundcloud/internal/provider"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
 // Defaults where groundcloud differs from upstream; docs/controller-manager.md
@@ -102,7 +102,7 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 		// Pod routes need flags of the upstream route controller; say so
 		// before it fails with a less helpful message.
 		_, routesOn := cloud.Routes()
-		err = routes.CheckFlags(routesOn, routes.Flags{
+		err = routeapi.CheckFlags(routesOn, routeapi.Flags{
 			ConfigureCloudRoutes: c.ComponentConfig.KubeCloudShared.ConfigureCloudRoutes,
 			ClusterCIDR:          c.ComponentConfig.KubeCloudShared.ClusterCIDR,
 		})

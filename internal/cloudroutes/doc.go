@@ -1,6 +1,6 @@
 // Package cloudroutes is the controller manager's side of pod routes: the
 // provider's cloudprovider.Routes methods over groundcloud.io/v1alpha1
-// Route objects (internal/routes).
+// Route objects (internal/routeapi).
 //
 // It owns:
 //   - what a Route object says for an upstream cloudprovider.Route and back

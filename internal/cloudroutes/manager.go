@@ -14,21 +14,21 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/inventory"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
 // Manager is the controller manager's side of routes: what the provider's
 // cloudprovider.Routes methods do. Its methods are safe for concurrent use
 // (the route controller creates routes in parallel).
 type Manager struct {
-	client *routes.Client
+	client *routeapi.Client
 	config func() *config.Config
 }
 
 // NewManager returns a Manager over a dynamic client; config returns the
 // current cloud-config (for the inventory's machine states).
 func NewManager(dyn dynamic.Interface, config func() *config.Config) *Manager {
-	return &Manager{client: routes.NewClient(dyn), config: config}
+	return &Manager{client: routeapi.NewClient(dyn), config: config}
 }
 
 // List returns every Route object as an upstream route; routes to gone
@@ -94,11 +94,11 @@ func (m *Manager) Create(ctx context.Context, r *cloudprovider.Route) error {
 func (m *Manager) Delete(ctx context.Context, r *cloudprovider.Route) error {
 	name := r.Name
 	if name == "" {
-		dst, err := routes.ParseCIDR(r.DestinationCIDR)
+		dst, err := routeapi.ParseCIDR(r.DestinationCIDR)
 		if err != nil {
 			return err
 		}
-		name = routes.ObjectName(string(r.TargetNode), dst)
+		name = routeapi.ObjectName(string(r.TargetNode), dst)
 	}
 	err := m.client.Delete(ctx, "", name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {

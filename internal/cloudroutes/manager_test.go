@@ -13,18 +13,18 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/groundcloud/groundcloud/internal/config"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
-func newManager(t *testing.T, cloudConfig string) (*Manager, *routes.Client) {
+func newManager(t *testing.T, cloudConfig string) (*Manager, *routeapi.Client) {
 	t.Helper()
 	cfg, err := config.Parse("c.conf", []byte(cloudConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{routes.Resource: "RouteList"})
-	return NewManager(dyn, func() *config.Config { return cfg }), routes.NewClient(dyn)
+		map[schema.GroupVersionResource]string{routeapi.Resource: "RouteList"})
+	return NewManager(dyn, func() *config.Config { return cfg }), routeapi.NewClient(dyn)
 }
 
 const labInventory = `

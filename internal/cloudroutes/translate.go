@@ -10,7 +10,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
 // Build returns the Route object the controller manager writes for an
@@ -19,17 +19,17 @@ func Build(r *cloudprovider.Route) (*v1alpha1.Route, error) {
 	if r.TargetNode == "" {
 		return nil, errors.New("route has no target node")
 	}
-	dst, err := routes.ParseCIDR(r.DestinationCIDR)
+	dst, err := routeapi.ParseCIDR(r.DestinationCIDR)
 	if err != nil {
 		return nil, err
 	}
-	hop, err := routes.NextHop(r.TargetNodeAddresses, dst.Addr().Is4())
+	hop, err := routeapi.NextHop(r.TargetNodeAddresses, dst.Addr().Is4())
 	if err != nil {
 		return nil, fmt.Errorf("route %s to node %s: %w", dst, r.TargetNode, err)
 	}
 	obj := &v1alpha1.Route{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Route"},
-		ObjectMeta: metav1.ObjectMeta{Name: routes.ObjectName(string(r.TargetNode), dst)},
+		ObjectMeta: metav1.ObjectMeta{Name: routeapi.ObjectName(string(r.TargetNode), dst)},
 		Spec: v1alpha1.RouteSpec{
 			NodeName:        string(r.TargetNode),
 			DestinationCIDR: dst.String(),

@@ -10,7 +10,7 @@
 // It must not:
 //   - know any one kind: what is particular to a kind (lbapi's interning,
 //     a Route's host status entry, the field managers) stays with the
-//     package of that kind (internal/lbapi, internal/routes,
+//     package of that kind (internal/lbapi, internal/routeapi,
 //     internal/addresspools);
 //   - wrap the apiserver's errors or retry: callers say what they were
 //     doing and decide what to do;

@@ -170,7 +170,7 @@ func TestAgentLinksCoreOnly(t *testing.T) {
 
 // TestRouterLinksCoreOnly: the same for groundcloud-router, on every node,
 // which reads Routes through DynamicInformer and writes its Node's
-// condition with the dynamic client (internal/routes says why it links no
+// condition with the dynamic client (internal/routeapi says why it links no
 // k8s.io/cloud-provider).
 func TestRouterLinksCoreOnly(t *testing.T) {
 	checkLinksCoreOnly(t, "groundcloud-router")

@@ -14,7 +14,7 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/groundcloud/groundcloud/internal/cloudroutes"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
 func TestRoutes(t *testing.T) {
@@ -48,7 +48,7 @@ func TestRoutes(t *testing.T) {
 	}
 
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{routes.Resource: "RouteList"})
+		map[schema.GroupVersionResource]string{routeapi.Resource: "RouteList"})
 	c.routes.Store(cloudroutes.NewManager(dyn, c.config.Current))
 	route := &cloudprovider.Route{TargetNode: "node-1", DestinationCIDR: "10.244.1.0/24",
 		TargetNodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.11"}}}

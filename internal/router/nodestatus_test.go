@@ -14,7 +14,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/groundcloud/groundcloud/internal/backends"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
 func TestPodRoutesCondition(t *testing.T) {
@@ -82,7 +82,7 @@ func (m *memTable) Apply(p Plan) map[netip.Prefix]error {
 // condition, not for the statuses.
 func TestNodeConditionBeforeRouteStatuses(t *testing.T) {
 	scheme := runtime.NewScheme()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{routes.Resource: "RouteList"})
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{routeapi.Resource: "RouteList"})
 	r := New(Config{Host: "node-1", Placement: PlacementNode, NodeName: "node-1", Dynamic: dyn, Table: &memTable{}, MinSync: time.Second, MaxSync: time.Minute})
 	for _, rt := range cluster {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rt)

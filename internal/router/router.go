@@ -16,7 +16,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/async"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 )
 
 // Table is the kernel's routing table as a router sees it: only routes of
@@ -43,7 +43,7 @@ type Config struct {
 // Router keeps one host's kernel routes in line with the Route objects.
 type Router struct {
 	cfg      Config
-	client   *routes.Client
+	client   *routeapi.Client
 	informer cache.SharedIndexInformer
 	runner   *async.Runner
 	nodeCond *corev1.NodeCondition // last written on this host's Node (PlacementNode)
@@ -51,8 +51,8 @@ type Router struct {
 
 // New builds a router; it starts nothing.
 func New(cfg Config) *Router {
-	r := &Router{cfg: cfg, client: routes.NewClient(cfg.Dynamic)}
-	r.informer = routes.NewInformer(cfg.Dynamic, 0)
+	r := &Router{cfg: cfg, client: routeapi.NewClient(cfg.Dynamic)}
+	r.informer = routeapi.NewInformer(cfg.Dynamic, 0)
 	r.runner = async.NewRunner(r.sync, cfg.MinSync, cfg.MaxSync)
 	return r
 }
@@ -175,7 +175,7 @@ func logPlan(logger klog.Logger, p Plan) {
 func (r *Router) cached() ([]*v1alpha1.Route, error) {
 	var out []*v1alpha1.Route
 	for _, obj := range r.informer.GetStore().List() {
-		rt, err := routes.Type.FromUnstructured(obj)
+		rt, err := routeapi.Type.FromUnstructured(obj)
 		if err != nil {
 			return nil, err
 		}

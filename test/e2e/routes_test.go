@@ -35,7 +35,7 @@ import (
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/crdinstall"
 	"github.com/groundcloud/groundcloud/internal/router"
-	"github.com/groundcloud/groundcloud/internal/routes"
+	"github.com/groundcloud/groundcloud/internal/routeapi"
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
@@ -282,7 +282,7 @@ func startRoutesEnv(t *testing.T) *routesEnv {
 	// Routers started before the controller manager installed the CRD
 	// would wait out the informer's back-off.
 	eventually(t, "the Route CRD", func() bool {
-		_, err := routes.NewClient(env.dyn).List(t.Context())
+		_, err := routeapi.NewClient(env.dyn).List(t.Context())
 		return err == nil
 	})
 	return env
@@ -347,7 +347,7 @@ func (env *routesEnv) waitKernelRoutes(t *testing.T, h *netlab.Host, want []stri
 
 func (env *routesEnv) routeObjects(t *testing.T) []*v1alpha1.Route {
 	t.Helper()
-	objs, err := routes.NewClient(env.dyn).List(t.Context())
+	objs, err := routeapi.NewClient(env.dyn).List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -678,7 +678,7 @@ func TestRouteCRD(t *testing.T) {
 				"apiVersion": "groundcloud.io/v1alpha1", "kind": "Route",
 				"metadata": map[string]any{"name": fmt.Sprintf("r-%d", i)}, "spec": spec,
 			}}
-			_, err := admin.Resource(routes.Resource).Create(ctx, obj, metav1.CreateOptions{})
+			_, err := admin.Resource(routeapi.Resource).Create(ctx, obj, metav1.CreateOptions{})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("well-formed object rejected: %v", err)
@@ -690,11 +690,11 @@ func TestRouteCRD(t *testing.T) {
 		})
 	}
 	// The node and destination are immutable; the next hop is not.
-	_, err = admin.Resource(routes.Resource).Patch(ctx, "r-0", types.MergePatchType, []byte(`{"spec":{"destinationCIDR":"fd00:10:244:2::/64"}}`), metav1.PatchOptions{})
+	_, err = admin.Resource(routeapi.Resource).Patch(ctx, "r-0", types.MergePatchType, []byte(`{"spec":{"destinationCIDR":"fd00:10:244:2::/64"}}`), metav1.PatchOptions{})
 	if err == nil || !strings.Contains(err.Error(), "destinationCIDR is immutable") {
 		t.Errorf("changing the destination: %v", err)
 	}
-	if _, err = admin.Resource(routes.Resource).Patch(ctx, "r-0", types.MergePatchType, []byte(`{"spec":{"nextHop":"2001:db8::99"}}`), metav1.PatchOptions{}); err != nil {
+	if _, err = admin.Resource(routeapi.Resource).Patch(ctx, "r-0", types.MergePatchType, []byte(`{"spec":{"nextHop":"2001:db8::99"}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("changing the next hop: %v", err)
 	}
 	out, err := cp.Kubectl(ctx, "get", "routes")
@@ -723,11 +723,11 @@ func TestRouteCRD(t *testing.T) {
 	if _, err := m.List(ctx); err != nil {
 		t.Errorf("controller manager: list: %v", err)
 	}
-	rc := routes.NewClient(router)
+	rc := routeapi.NewClient(router)
 	if _, err := rc.List(ctx); err != nil {
 		t.Errorf("router: list: %v", err)
 	}
-	if _, err := router.Resource(routes.Resource).Watch(ctx, metav1.ListOptions{}); err != nil {
+	if _, err := router.Resource(routeapi.Resource).Watch(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("router: watch: %v", err)
 	}
 	st := v1alpha1.RouteHostStatus{Name: "gw", Conditions: []metav1.Condition{{Type: "Programmed", Status: "True", Reason: "Programmed", LastTransitionTime: metav1.Now()}}}
@@ -737,7 +737,7 @@ func TestRouteCRD(t *testing.T) {
 	if err := rc.Delete(ctx, "", "node-2.10-244-2-0-24", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("router: delete = %v, want Forbidden", err)
 	}
-	_, err = router.Resource(routes.Resource).Patch(ctx, "node-2.10-244-2-0-24", types.MergePatchType, []byte(`{"spec":{"nextHop":"192.0.2.99"}}`), metav1.PatchOptions{})
+	_, err = router.Resource(routeapi.Resource).Patch(ctx, "node-2.10-244-2-0-24", types.MergePatchType, []byte(`{"spec":{"nextHop":"192.0.2.99"}}`), metav1.PatchOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("router: patch spec = %v, want Forbidden", err)
 	}

@@ -1,4 +1,4 @@
-// Package routes owns groundcloud's pod-route state in the API: the
+// Package routeapi owns groundcloud's pod-route state in the API: the
 // cluster-scoped groundcloud.io/v1alpha1 Route objects, one per node and
 // pod CIDR, that the upstream route controller creates and deletes through
 // the provider's Routes interface and that routers (internal/router)
@@ -27,4 +27,4 @@
 //     writes, so Client.List reads from the apiserver;
 //   - import k8s.io/cloud-provider, client-go's clientset or its informer
 //     factory (see above).
-package routes
+package routeapi
