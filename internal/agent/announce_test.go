@@ -18,6 +18,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/bgp"
+	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
@@ -166,6 +167,15 @@ func TestSyncAdvertisesBGPAddresses(t *testing.T) {
 	_ = a.sync(t.Context())
 	if got := ann.prefixes(); len(got) != 0 {
 		t.Errorf("with its data plane failing the host still advertises %v", got)
+	}
+}
+
+// TestHostSelectorLimitIsTheGossips: the cloud-config allows as many
+// different host selectors as a host can publish groups in its gossip
+// metadata, so no host is left out of a group it matches.
+func TestHostSelectorLimitIsTheGossips(t *testing.T) {
+	if config.MaxHostSelectors != membership.MaxGroups {
+		t.Errorf("config.MaxHostSelectors = %d, membership.MaxGroups = %d: want them equal", config.MaxHostSelectors, membership.MaxGroups)
 	}
 }
 

@@ -185,8 +185,8 @@ func (c *Cluster) Observe(o Observation) {
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
 	}
-	if len(c.obs.MyGroups) > maxGroups {
-		c.obs.MyGroups = c.obs.MyGroups[:maxGroups]
+	if len(c.obs.MyGroups) > MaxGroups {
+		c.obs.MyGroups = c.obs.MyGroups[:MaxGroups]
 	}
 	c.observed = true
 	c.vips = map[netip.Addr]bool{}
