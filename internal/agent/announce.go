@@ -20,6 +20,9 @@ import (
 // Announcer advertises routes to BGP peers; *bgp.Speaker implements it.
 type Announcer interface {
 	Set(routes []bgp.Route)
+	// Advertised returns those of routes that an established session
+	// carries: what the routers hear from this host.
+	Advertised(routes []bgp.Route) []bgp.Route
 }
 
 // announcing is how this host makes the addresses of a set of
@@ -162,17 +165,19 @@ func (a *Agent) nodesReachable(plan Plan) bool {
 	return false
 }
 
-// advertise gives the announcer the routes this host should advertise and
-// returns their addresses: none while it does not serve (its data plane
-// is not programmed, or no node answers), so that routers send the
-// traffic to the hosts that do.
+// advertise gives the announcer the routes this host should advertise
+// (none while it does not serve: its data plane is not programmed, or no
+// node answers, so that routers send the traffic to the hosts that do),
+// and returns the addresses of those an established session carries, for
+// the status. A session that comes or goes asks for a sync, which
+// reports again.
 func (a *Agent) advertise(an announcing, serving bool) []netip.Addr {
 	if a.cfg.Announcer == nil {
 		return nil
 	}
 	routes := bgp.Desired(an.bgp, serving, a.cfg.Owner.Owns)
 	a.cfg.Announcer.Set(routes)
-	return routeAddrs(routes)
+	return routeAddrs(a.cfg.Announcer.Advertised(routes))
 }
 
 // groupsOf returns the host group (membership.Group of its selector) of
