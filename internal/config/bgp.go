@@ -317,7 +317,9 @@ var bgpKeys = []keySpec{
 	{
 		section: bgpPeerSection, name: "passive", dflt: "false",
 		value: assign(boolValue, func(t *target) *bool { return &t.peer.Passive }),
-		doc:   "Whether the hosts wait for the router to connect instead of connecting themselves.",
+		doc: "Whether the hosts wait for the router to connect instead of connecting themselves. The router connects to " +
+			"the hosts' TCP port 179, which the agent needs `CAP_NET_BIND_SERVICE` to listen on (the shipped manifests grant it); " +
+			"an agent that cannot listen has no session with its passive peers, and keeps the others ([docs/bgp.md](bgp.md#a-peer-that-cannot-work)).",
 	},
 	{
 		section: bgpPeerSection, name: "family", multi: true, dfltDoc: "the family of `address`",
