@@ -144,6 +144,7 @@ type Agent struct {
 	served         map[string]bool     // LoadBalancers that have had a healthy backend; used by sync only
 	neverWarned    map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
 	offLink        map[string]string   // off-link backends warned about, by LoadBalancer; used by sync only
+	groupsLeftOut  int                 // host groups beyond membership.MaxGroups warned about; used by sync only
 	metrics        syncMetrics         // used by sync only
 	// translations keeps what each LoadBalancer object translates to;
 	// used by sync only.

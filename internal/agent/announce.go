@@ -20,6 +20,9 @@ import (
 // Announcer advertises routes to BGP peers; *bgp.Speaker implements it.
 type Announcer interface {
 	Set(routes []bgp.Route)
+	// Advertised returns those of routes that an established session
+	// carries: what the routers hear from this host.
+	Advertised(routes []bgp.Route) []bgp.Route
 }
 
 // announcing is how this host makes the addresses of a set of
@@ -186,13 +189,15 @@ func (a *Agent) routes(an announcing, serving bool) []bgp.Route {
 	return bgp.Desired(an.bgp, serving, a.cfg.Owner.Owns)
 }
 
-// advertise gives the announcer routes and returns their addresses.
+// advertise gives the announcer routes and returns the addresses of those
+// an established session carries, for the status. A session that comes or
+// goes asks for a sync, which reports again.
 func (a *Agent) advertise(routes []bgp.Route) []netip.Addr {
 	if a.cfg.Announcer == nil {
 		return nil
 	}
 	a.cfg.Announcer.Set(routes)
-	return routeAddrs(routes)
+	return routeAddrs(a.cfg.Announcer.Advertised(routes))
 }
 
 // held returns the addresses of routes that this host advertises as their

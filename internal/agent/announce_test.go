@@ -18,6 +18,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/bgp"
+	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/dataplane"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
@@ -103,6 +104,9 @@ func (r *recordingAnnouncer) Set(routes []bgp.Route) {
 	r.last = routes
 }
 
+// Advertised says every route is carried, as by a router that is up.
+func (r *recordingAnnouncer) Advertised(routes []bgp.Route) []bgp.Route { return routes }
+
 func (r *recordingAnnouncer) prefixes() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -166,6 +170,39 @@ func TestSyncAdvertisesBGPAddresses(t *testing.T) {
 	_ = a.sync(t.Context())
 	if got := ann.prefixes(); len(got) != 0 {
 		t.Errorf("with its data plane failing the host still advertises %v", got)
+	}
+}
+
+// status.hosts[].announcing says what the routers hear: none of the
+// addresses while the speaker has no session established (it could not
+// start, the router is down), though the host serves them.
+func TestAnnouncingIsWhatSessionsCarry(t *testing.T) {
+	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	sp := bgp.New(bgp.Config{RouterID: netip.MustParseAddr("192.0.2.100"), Peers: []bgp.Peer{
+		{Name: "tor", Address: netip.MustParseAddr("10.0.0.1"), ASN: 64512, LocalASN: 64513, Families: []string{"ipv4"}},
+	}})
+	a := testAgent(t, Config{DataPlane: &failingDataPlane{}, Announcer: sp},
+		newLB("ecmp", noCheck, withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceBGP, ""), withForwarding(v1alpha1.ForwardingPassthrough)),
+	)
+	startInformer(t, a)
+	if err := a.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := a.reports.take()
+	if !ok {
+		t.Fatal("the sync reported nothing")
+	}
+	if len(r.announced) > 0 {
+		t.Errorf("status says the host announces %v; no session is established", r.announced)
+	}
+}
+
+// TestHostSelectorLimitIsTheGossips: the cloud-config allows as many
+// different host selectors as a host can publish groups in its gossip
+// metadata, so no host is left out of a group it matches.
+func TestHostSelectorLimitIsTheGossips(t *testing.T) {
+	if config.MaxHostSelectors != membership.MaxGroups {
+		t.Errorf("config.MaxHostSelectors = %d, membership.MaxGroups = %d: want them equal", config.MaxHostSelectors, membership.MaxGroups)
 	}
 }
 

@@ -42,10 +42,13 @@ type BGPOptions struct {
 }
 
 // ReasonBGPSessionDown and ReasonBGPSessionUp are the Events on this
-// host's Node when a BGP session goes down or comes back.
+// host's Node when a BGP session goes down or comes back;
+// ReasonBGPPeerFailed when the speaker runs no session with a peer (a
+// passive one while it cannot listen, one GoBGP refused).
 const (
 	ReasonBGPSessionDown = "BGPSessionDown"
 	ReasonBGPSessionUp   = "BGPSessionUp"
+	ReasonBGPPeerFailed  = "BGPPeerFailed"
 )
 
 func (o *BGPOptions) validate() error {
@@ -88,8 +91,10 @@ func (o *Options) cloudConfig() (*config.Config, error) {
 
 // speaker builds the BGP speaker when the cloud-config cfg has peers that
 // select this host (nil, nil when none does or cfg is nil). Peers are
-// chosen once, with the host's labels at start.
-func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder) (*bgp.Speaker, error) {
+// chosen once, with the host's labels at start. A session that comes or
+// goes is recorded as an Event and calls changed (the agent syncs, and
+// reports what it advertises then).
+func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder, changed func()) (*bgp.Speaker, error) {
 	if cfg == nil {
 		return nil, nil
 	}
@@ -117,16 +122,21 @@ func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config
 		return nil, err
 	}
 	bgp.RegisterMetrics()
+	events := sessionEvents(rec, o.Host)
 	return bgp.New(bgp.Config{
 		RouterID: id, Peers: peers, WithdrawWait: o.BGP.WithdrawWait,
-		SessionChanged: sessionEvents(rec, o.Host),
+		SessionChanged: func(p bgp.Peer, up bool, state string) {
+			events(p, up, state)
+			changed()
+		},
+		PeerFailed: peerFailedEvents(rec, o.Host),
 	}), nil
 }
 
 // sessionEvents records a session's changes as Events on Node host: a
 // Warning when it goes down, Normal when it is established.
 func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bool, state string) {
-	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
+	node := nodeRef(host)
 	return func(p bgp.Peer, up bool, state string) {
 		if up {
 			rec.Eventf(node, corev1.EventTypeNormal, ReasonBGPSessionUp, "BGP session with %s (%s) established", p.Name, p.Address)
@@ -135,6 +145,20 @@ func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bo
 		rec.Eventf(node, corev1.EventTypeWarning, ReasonBGPSessionDown,
 			"BGP session with %s (%s) is down (state %s): the router no longer sends this host the traffic of its addresses", p.Name, p.Address, state)
 	}
+}
+
+// peerFailedEvents records a Warning Event on Node host for each peer the
+// speaker runs no session with.
+func peerFailedEvents(rec record.EventRecorder, host string) func(p bgp.Peer, err error) {
+	node := nodeRef(host)
+	return func(p bgp.Peer, err error) {
+		rec.Eventf(node, corev1.EventTypeWarning, ReasonBGPPeerFailed,
+			"No BGP session with %s (%s): %v. The sessions with the other peers are unaffected", p.Name, p.Address, err)
+	}
+}
+
+func nodeRef(host string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
 }
 
 // startLabels are the host's labels now, for choosing peers. While the

@@ -26,6 +26,7 @@ func TestSessionEvents(t *testing.T) {
 	tor := bgp.Peer{Name: "tor", Address: netip.MustParseAddr("10.0.0.1")}
 	changed(tor, true, "ESTABLISHED")
 	changed(tor, false, "IDLE")
+	peerFailedEvents(rec, "lb-1")(tor, errors.New("cannot listen on TCP port 179"))
 	close(rec.Events)
 	var got []string
 	for e := range rec.Events {
@@ -34,6 +35,7 @@ func TestSessionEvents(t *testing.T) {
 	want := []string{
 		"Normal BGPSessionUp BGP session with tor (10.0.0.1) established",
 		"Warning BGPSessionDown BGP session with tor (10.0.0.1) is down (state IDLE): the router no longer sends this host the traffic of its addresses",
+		"Warning BGPPeerFailed No BGP session with tor (10.0.0.1): cannot listen on TCP port 179. The sessions with the other peers are unaffected",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

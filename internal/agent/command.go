@@ -213,7 +213,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	speaker, err := o.speaker(ctx, core.Nodes(), cc, own.Events)
+	var a *Agent // built below; the speaker runs only once a runs
+	speaker, err := o.speaker(ctx, core.Nodes(), cc, own.Events, func() { a.RequestSync() })
 	if err != nil {
 		return err
 	}
@@ -225,7 +226,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := New(Config{
+	a = New(Config{
 		Host:          o.Host,
 		Dynamic:       dyn,
 		Nodes:         core.Nodes(),

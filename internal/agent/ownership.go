@@ -190,10 +190,25 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 	}
 	hosts := publishedHosts(lbs, a.cfg.Host)
 	groups, mine := groupsOf(lbs, a.labels())
+	a.warnGroupsLeftOut(mine)
 	return membership.Observation{
 		VIPs: onLink(plan.VIPs, lbs), DataPlaneErr: syncErr, NodesReachable: reachable,
 		Peers: gossipPeers(hosts), Hosts: hosts, Groups: groups, MyGroups: mine,
 	}
+}
+
+// warnGroupsLeftOut logs, when their number changes, the host groups
+// beyond membership.MaxGroups that this host belongs to: its gossip
+// metadata has no room for them, so the other hosts never elect it for
+// their addresses. The cloud-config refuses more host selectors than that;
+// LoadBalancers written before it did may still carry them.
+func (a *Agent) warnGroupsLeftOut(mine []string) {
+	left := max(len(mine)-membership.MaxGroups, 0)
+	if left != a.groupsLeftOut && left > 0 {
+		klog.Background().Error(nil, "This host matches more host selectors than its gossip metadata can publish; it serves none of the addresses of the groups left out",
+			"groups", len(mine), "max", membership.MaxGroups, "leftOut", mine[membership.MaxGroups:])
+	}
+	a.groupsLeftOut = left
 }
 
 func (a *Agent) membershipHooks(ctx context.Context) membership.Hooks {

@@ -5,8 +5,8 @@
 //
 // routes.go is the pure core: from the LoadBalancers this host serves,
 // whether it serves at all, and which addresses it holds, the routes it
-// should advertise (Desired), and the difference to what it advertises
-// (Diff). speaker.go is the thin shell that drives GoBGP; nothing else in
+// should advertise (Desired), the difference to what it advertises
+// (Diff), and which of them the established sessions carry (Carried). speaker.go is the thin shell that drives GoBGP; nothing else in
 // the package talks to the network.
 //
 // Which host advertises what:
@@ -30,6 +30,14 @@
 //     well under a second; GoBGP has no BFD, so it is not shipped: routers
 //     that need faster crash detection run BFD against the host with a
 //     separate daemon, or lower the hold time.
+//
+// A peer that cannot work never takes the others down: when the speaker
+// cannot listen on port 179 for its passive peers (binding it needs
+// CAP_NET_BIND_SERVICE), GoBGP runs without listening and only the
+// passive peers have no session; a peer GoBGP refuses is left out. Each
+// is told to Config.PeerFailed, and its session stays down in the
+// metrics. Advertised (and so the agent's status) and the metric of
+// announced routes count only the routes an established session carries.
 //
 // The addresses of BGP pools are never added to an interface and never
 // answered for by ARP or NDP: the router sends their packets to the host's

@@ -26,7 +26,7 @@ var (
 		Namespace:      "groundcloud",
 		Subsystem:      "agent",
 		Name:           "bgp_announced_routes",
-		Help:           "Host routes this host advertises to its BGP peers, by family (ipv4, ipv6).",
+		Help:           "Host routes this host advertises over an established BGP session, by family (ipv4, ipv6).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"family"})
 )

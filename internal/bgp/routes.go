@@ -93,3 +93,39 @@ func comparePrefix(a, b netip.Prefix) int {
 	}
 	return cmp.Compare(a.Bits(), b.Bits())
 }
+
+// Carried returns those of routes that some established session carries:
+// the session of a peer that is up (by name) and has the route's family.
+func Carried(routes []Route, peers []Peer, up map[string]bool) []Route {
+	families := map[string]bool{}
+	for _, p := range peers {
+		if up[p.Name] {
+			for _, f := range p.families() {
+				families[f] = true
+			}
+		}
+	}
+	var out []Route
+	for _, r := range routes {
+		if families[familyOf(r.Prefix.Addr())] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// families are the address families p's session carries: Families, or
+// the family of its address (as GoBGP does without any).
+func (p Peer) families() []string {
+	if len(p.Families) > 0 {
+		return p.Families
+	}
+	return []string{familyOf(p.Address)}
+}
+
+func familyOf(a netip.Addr) string {
+	if a.Unmap().Is4() {
+		return "ipv4"
+	}
+	return "ipv6"
+}

@@ -86,3 +86,27 @@ func TestDiff(t *testing.T) {
 		t.Errorf("del (-want +got):\n%s", diff)
 	}
 }
+
+func TestCarried(t *testing.T) {
+	routes := []Route{{Prefix: pfx("192.0.2.10/32")}, {Prefix: pfx("2001:db8::10/128")}}
+	v4 := Peer{Name: "v4", Address: netip.MustParseAddr("10.0.0.1")} // its address's family
+	v6 := Peer{Name: "v6", Address: netip.MustParseAddr("fd00::1"), Families: []string{"ipv6"}}
+	both := Peer{Name: "both", Address: netip.MustParseAddr("fd00::2"), Families: []string{"ipv4", "ipv6"}}
+	for _, tt := range []struct {
+		name  string
+		peers []Peer
+		up    map[string]bool
+		want  []Route
+	}{
+		{name: "no session up: nothing", peers: []Peer{v4, v6}, up: map[string]bool{"v4": false}},
+		{name: "each route by a session of its family", peers: []Peer{v4, v6}, up: map[string]bool{"v4": true}, want: routes[:1]},
+		{name: "both families over one session", peers: []Peer{v4, both}, up: map[string]bool{"both": true}, want: routes},
+		{name: "a peer the speaker does not have", peers: []Peer{v6}, up: map[string]bool{"v4": true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, Carried(routes, tt.peers, tt.up), cmpRoutes); diff != "" {
+				t.Errorf("carried (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

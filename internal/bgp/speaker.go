@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,9 +42,25 @@ type Config struct {
 	// before it stops the sessions and returns, while the data plane
 	// still forwards: the routers' time to move the traffic.
 	WithdrawWait time.Duration
+	// ListenPort is the TCP port passive peers connect to; 0: BGP's, 179.
+	ListenPort int32
 	// SessionChanged is told when a session becomes established (up) or
 	// stops being so; nil: nobody is.
 	SessionChanged func(peer Peer, up bool, state string)
+	// PeerFailed is told of a peer the speaker runs no session with: a
+	// passive one while the speaker cannot listen, or one GoBGP refused.
+	// The other peers' sessions carry on. nil: nobody is.
+	PeerFailed func(peer Peer, err error)
+}
+
+// bgpServer is what the speaker uses of GoBGP's *server.BgpServer.
+type bgpServer interface {
+	StartBgp(ctx context.Context, r *api.StartBgpRequest) error
+	StopBgp(ctx context.Context, r *api.StopBgpRequest) error
+	WatchEvent(ctx context.Context, r *api.WatchEventRequest, fn func(*api.WatchEventResponse)) error
+	AddPeer(ctx context.Context, r *api.AddPeerRequest) error
+	AddPath(ctx context.Context, r *api.AddPathRequest) (*api.AddPathResponse, error)
+	DeletePath(ctx context.Context, r *api.DeletePathRequest) error
 }
 
 // Speaker advertises the routes it is given to every peer. New only
@@ -54,6 +72,9 @@ type Speaker struct {
 	mu   sync.Mutex
 	want []Route
 	up   map[string]bool // established sessions, by peer name
+	// offered are the routes GoBGP holds to advertise; the peers whose
+	// session is up hear those of their families.
+	offered []Route
 }
 
 // New returns a Speaker; it touches nothing until Run.
@@ -73,6 +94,15 @@ func (s *Speaker) Set(routes []Route) {
 	}
 }
 
+// Advertised returns those of routes that an established session
+// carries (a session of the route's family): what the routers hear from
+// this host, once Run has applied routes.
+func (s *Speaker) Advertised(routes []Route) []Route {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Carried(routes, s.cfg.Peers, s.up)
+}
+
 // Established returns the names of the peers whose session is established.
 func (s *Speaker) Established() map[string]bool {
 	s.mu.Lock()
@@ -86,12 +116,14 @@ func (s *Speaker) Established() map[string]bool {
 
 // Run starts GoBGP and the sessions and advertises what Set says until
 // ctx ends; then it withdraws every route, waits WithdrawWait and stops
-// the sessions.
+// the sessions. A peer that cannot work (PeerFailed) leaves the others
+// alone; Run fails only when GoBGP cannot start at all.
 func (s *Speaker) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("bgp")
 	var secrets []string
 	for _, p := range s.cfg.Peers {
 		secrets = append(secrets, p.Password)
+		sessionUp.WithLabelValues(p.Name).Set(0) // down until established, also when GoBGP cannot start
 	}
 	srv := server.NewBgpServer(server.LoggerOption(gobgpLogger{logger: logger, secrets: secrets}))
 	go srv.Serve()
@@ -116,34 +148,80 @@ func (s *Speaker) Run(ctx context.Context) error {
 	}
 }
 
-func (s *Speaker) start(ctx context.Context, srv *server.BgpServer) error {
-	listen := int32(-1) // connect only
-	for _, p := range s.cfg.Peers {
-		if p.Passive {
-			listen = bgp.BGP_PORT
-		}
-	}
-	asn := uint32(0)
-	if len(s.cfg.Peers) > 0 {
-		asn = s.cfg.Peers[0].LocalASN
-	}
-	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: asn, RouterId: s.cfg.RouterID.String(), ListenPort: listen,
-	}}); err != nil {
-		return fmt.Errorf("start BGP: %w", err)
+// start starts GoBGP, listening for passive peers when there are any,
+// and adds the peers. When it cannot listen (port 179 needs
+// CAP_NET_BIND_SERVICE) it starts without listening: the active peers
+// connect all the same, and only the passive ones fail.
+func (s *Speaker) start(ctx context.Context, srv bgpServer) error {
+	listenErr, err := s.startBGP(ctx, srv)
+	if err != nil {
+		return err
 	}
 	logger := klog.FromContext(ctx)
 	if err := srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) { s.peerEvent(logger, r) }); err != nil {
 		return fmt.Errorf("watch BGP peers: %w", err)
 	}
-	var errs []error
 	for _, p := range s.cfg.Peers {
-		sessionUp.WithLabelValues(p.Name).Set(0)
+		if p.Passive && listenErr != nil {
+			s.peerFailed(logger, p, listenErr)
+			continue
+		}
 		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
-			errs = append(errs, fmt.Errorf("BGP peer %s (%s): %w", p.Name, p.Address, err))
+			s.peerFailed(logger, p, fmt.Errorf("GoBGP refused the peer: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// startBGP starts GoBGP. When it cannot listen it starts it without
+// listening and returns why (listenErr); err: GoBGP did not start.
+func (s *Speaker) startBGP(ctx context.Context, srv bgpServer) (listenErr, err error) {
+	global := &api.Global{RouterId: s.cfg.RouterID.String(), ListenPort: s.listenPort()}
+	if len(s.cfg.Peers) > 0 {
+		global.Asn = s.cfg.Peers[0].LocalASN
+	}
+	err = srv.StartBgp(ctx, &api.StartBgpRequest{Global: global})
+	if err == nil || global.ListenPort < 0 {
+		return nil, wrapStart(err)
+	}
+	listenErr = fmt.Errorf("cannot listen on TCP port %d for the router to connect (binding a port below 1024 needs CAP_NET_BIND_SERVICE): %w", global.ListenPort, err)
+	_ = srv.StopBgp(ctx, &api.StopBgpRequest{}) // closes what it could bind
+	global.ListenPort = -1
+	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
+		return nil, wrapStart(errors.Join(listenErr, err))
+	}
+	return listenErr, nil
+}
+
+func wrapStart(err error) error {
+	if err != nil {
+		return fmt.Errorf("start BGP: %w", err)
+	}
+	return nil
+}
+
+// listenPort is the port GoBGP listens on: ListenPort (179) when a peer
+// is passive; -1, not at all, when every peer is active.
+func (s *Speaker) listenPort() int32 {
+	for _, p := range s.cfg.Peers {
+		if !p.Passive {
+			continue
+		}
+		if s.cfg.ListenPort != 0 {
+			return s.cfg.ListenPort
+		}
+		return bgp.BGP_PORT
+	}
+	return -1
+}
+
+// peerFailed logs that the speaker runs no session with p, and says so to
+// PeerFailed; p's session stays down in the metrics.
+func (s *Speaker) peerFailed(logger klog.Logger, p Peer, err error) {
+	logger.Error(err, "No BGP session with this peer; the other peers are unaffected", "peer", p.Name, "address", p.Address)
+	if s.cfg.PeerFailed != nil {
+		s.cfg.PeerFailed(p, err)
+	}
 }
 
 // apiPeer is GoBGP's configuration of p.
@@ -200,6 +278,7 @@ func (s *Speaker) peerEvent(logger klog.Logger, r *api.WatchEventResponse) {
 		if up == was {
 			return
 		}
+		s.countRoutes()
 		logger.Info("BGP session changed", "peer", p.Name, "address", p.Address, "established", up, "state", st.GetSessionState().String())
 		if up {
 			sessionUp.WithLabelValues(p.Name).Set(1)
@@ -216,7 +295,7 @@ func (s *Speaker) peerEvent(logger klog.Logger, r *api.WatchEventResponse) {
 
 // apply advertises and withdraws what it takes to go from have to want,
 // and updates have.
-func (s *Speaker) apply(ctx context.Context, srv *server.BgpServer, have map[netip.Prefix]Route, want []Route) error {
+func (s *Speaker) apply(ctx context.Context, srv bgpServer, have map[netip.Prefix]Route, want []Route) error {
 	add, del := Diff(have, want)
 	var errs []error
 	for _, p := range del {
@@ -237,11 +316,14 @@ func (s *Speaker) apply(ctx context.Context, srv *server.BgpServer, have map[net
 		}
 		have[r.Prefix] = r
 	}
-	countRoutes(have)
+	s.mu.Lock()
+	s.offered = slices.Collect(maps.Values(have))
+	s.mu.Unlock()
+	s.countRoutes()
 	return errors.Join(errs...)
 }
 
-func withdraw(ctx context.Context, srv *server.BgpServer, r Route) error {
+func withdraw(ctx context.Context, srv bgpServer, r Route) error {
 	path, err := apiPath(r, true)
 	if err == nil {
 		err = srv.DeletePath(ctx, &api.DeletePathRequest{Path: path})
@@ -252,10 +334,15 @@ func withdraw(ctx context.Context, srv *server.BgpServer, r Route) error {
 	return nil
 }
 
-func countRoutes(have map[netip.Prefix]Route) {
+// countRoutes sets the metric of the routes an established session
+// carries.
+func (s *Speaker) countRoutes() {
+	s.mu.Lock()
+	carried := Carried(s.offered, s.cfg.Peers, s.up)
+	s.mu.Unlock()
 	v4, v6 := 0, 0
-	for p := range have {
-		if p.Addr().Is4() {
+	for _, r := range carried {
+		if r.Prefix.Addr().Is4() {
 			v4++
 		} else {
 			v6++
@@ -267,7 +354,7 @@ func countRoutes(have map[netip.Prefix]Route) {
 
 // shutdown withdraws every route, waits for the routers to move the
 // traffic, and stops the sessions.
-func (s *Speaker) shutdown(logger klog.Logger, srv *server.BgpServer, have map[netip.Prefix]Route) error {
+func (s *Speaker) shutdown(logger klog.Logger, srv bgpServer, have map[netip.Prefix]Route) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if len(have) > 0 {
@@ -280,6 +367,10 @@ func (s *Speaker) shutdown(logger klog.Logger, srv *server.BgpServer, have map[n
 	if err := srv.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
 		return fmt.Errorf("stop BGP: %w", err)
 	}
+	s.mu.Lock()
+	s.up = map[string]bool{}
+	s.mu.Unlock()
+	s.countRoutes()
 	for _, p := range s.cfg.Peers {
 		sessionUp.WithLabelValues(p.Name).Set(0)
 	}

@@ -90,6 +90,12 @@ var (
 		doc:   "A whole number of seconds with unit, as Go writes durations: `3s`, `90s`, `1m30s`.",
 		parse: parseSeconds,
 	}
+	holdTimeValue = valueType[time.Duration]{
+		name: "hold time",
+		doc: "A duration (whole seconds, `3s`, `90s`) of at least 3s, the least BGP allows besides 0. " +
+			"0 (no hold timer, no keepalives) is refused: GoBGP, the agents' BGP speaker, takes 0 for unset and would propose 90s.",
+		parse: parseHoldTime,
+	}
 	communityValue = valueType[Community]{
 		name:  "community",
 		doc:   "A BGP standard community `ASN:value`, each part 0 to 65535 (`64512:100`).",
@@ -156,6 +162,22 @@ func parseSeconds(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d%time.Second != 0 || d > 65535*time.Second {
 		return 0, fmt.Errorf("%q is not a duration in whole seconds (such as 3s or 90s) up to 65535s", s)
+	}
+	return d, nil
+}
+
+func parseHoldTime(s string) (time.Duration, error) {
+	d, err := parseSeconds(s)
+	switch {
+	case err != nil:
+		return 0, err
+	case d == 0:
+		// RFC 4271 allows 0, but GoBGP takes 0 for "not set" and
+		// proposes its default, 90s, instead.
+		return 0, fmt.Errorf("%q (no hold timer) is not supported: the agents' BGP speaker (GoBGP) would propose 90s instead; "+
+			"use 3s or more (a router that proposes 0 still turns the session's keepalives off: the lower value wins)", s)
+	case d < 3*time.Second:
+		return 0, fmt.Errorf("%q is below 3s, the least BGP allows besides 0", s)
 	}
 	return d, nil
 }
@@ -231,7 +253,8 @@ var bgpKeys = []keySpec{
 		section: poolSection, name: "hosts", dfltDoc: "every host",
 		value: assign(selectorValue, func(t *target) *labels.Selector { return &t.pool.Hosts }),
 		doc: "Which load-balancer hosts announce and serve the pool's addresses, by the labels of the host's Node " +
-			"(or the agent's `--host-labels` on a host that is not a Node). When no host matches, no host serves the pool's addresses.",
+			"(or the agent's `--host-labels` on a host that is not a Node). When no host matches, no host serves the pool's addresses. " +
+			"The pools may use at most " + strconv.Itoa(MaxHostSelectors) + " different selectors: each host publishes those it matches in its gossip metadata.",
 	},
 	{
 		section: poolSection, name: "bgp-community", multi: true,
@@ -271,9 +294,10 @@ var bgpKeys = []keySpec{
 	},
 	{
 		section: bgpPeerSection, name: "hold-time", dflt: "90s",
-		value: assign(durationValue, func(t *target) *time.Duration { return &t.peer.HoldTime }),
+		value: assign(holdTimeValue, func(t *target) *time.Duration { return &t.peer.HoldTime }),
 		doc: "BGP hold time the hosts propose: a router drops the routes of a host it has not heard from for this long " +
-			"(a crashed host). 0 or at least 3s; the session uses the lower of the two sides' values.",
+			"(a crashed host). The session uses the lower of the two sides' values, so a router that proposes 0 " +
+			"still turns its keepalives off.",
 	},
 	{
 		section: bgpPeerSection, name: "keepalive-time", dfltDoc: "a third of `hold-time`",
@@ -293,7 +317,9 @@ var bgpKeys = []keySpec{
 	{
 		section: bgpPeerSection, name: "passive", dflt: "false",
 		value: assign(boolValue, func(t *target) *bool { return &t.peer.Passive }),
-		doc:   "Whether the hosts wait for the router to connect instead of connecting themselves.",
+		doc: "Whether the hosts wait for the router to connect instead of connecting themselves. The router connects to " +
+			"the hosts' TCP port 179, which the agent needs `CAP_NET_BIND_SERVICE` to listen on (the shipped manifests grant it); " +
+			"an agent that cannot listen has no session with its passive peers, and keeps the others ([docs/bgp.md](bgp.md#a-peer-that-cannot-work)).",
 	},
 	{
 		section: bgpPeerSection, name: "family", multi: true, dfltDoc: "the family of `address`",
@@ -310,16 +336,21 @@ var bgpKeys = []keySpec{
 // checkBGP checks the rules across BGP keys and sections, and fills the
 // defaults that depend on other keys.
 func checkBGP(cfg *Config, pools map[*Pool]int, peers map[*BGPPeer]int, p *problems) {
-	seen := map[netip.AddrPort]*BGPPeer{}
+	// GoBGP keys its peers by address alone: a second peer of the same
+	// address (on another port, too) would fail on every host that selects
+	// both.
+	seen := map[netip.Addr]*BGPPeer{}
 	for _, peer := range cfg.BGPPeers {
 		checkPeer(peer, peers[peer], p)
-		ap := netip.AddrPortFrom(peer.Address, uint16(peer.Port))
-		if first, dup := seen[ap]; dup && peer.Address.IsValid() {
+		if first, dup := seen[peer.Address]; dup && peer.Address.IsValid() {
 			p.add(peers[peer], sectionLabel("BGPPeer", peer.Name), "address",
-				"%s is also [BGPPeer %q] on line %d; one session per router", peer.Address, first.Name, peers[first])
+				"%s is also [BGPPeer %q] on line %d; a host has one session per router address, whatever the port",
+				peer.Address, first.Name, peers[first])
+			continue
 		}
-		seen[ap] = peer
+		seen[peer.Address] = peer
 	}
+	checkHostSelectors(cfg, pools, p)
 	for _, pool := range cfg.Pools {
 		if pool.Hosts == nil {
 			pool.Hosts = labels.Everything()
@@ -338,9 +369,6 @@ func checkPeer(peer *BGPPeer, line int, p *problems) {
 	label := sectionLabel("BGPPeer", peer.Name)
 	if peer.Hosts == nil {
 		peer.Hosts = labels.Everything()
-	}
-	if peer.HoldTime > 0 && peer.HoldTime < 3*time.Second {
-		p.add(line, label, "hold-time", "%s is below 3s, the least BGP allows (0 turns keepalives off)", peer.HoldTime)
 	}
 	if peer.KeepaliveTime == 0 {
 		peer.KeepaliveTime = (peer.HoldTime / 3).Truncate(time.Second)

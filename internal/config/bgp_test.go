@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -87,9 +88,9 @@ func TestParseBGPBad(t *testing.T) {
 				"[BGPPeer \"a\"]\naddress = 10.0.0.1\nasn = 1\nlocal-asn = 1\nhold-time = 2s\nmultihop = 2\nsource-address = fd00::2\n" + // 3-9
 				"[BGPPeer \"b\"]\naddress = 10.0.0.1\nasn = 2\nlocal-asn = 1\nhold-time = 9s\nkeepalive-time = 9s\n", // 10-15
 			want: []problem{
-				{3, "hold-time: 2s is below 3s"},
 				{3, "source-address: fd00::2 is not of the family of address 10.0.0.1"},
 				{3, "multihop: applies to eBGP only"},
+				{7, `hold-time: "2s" is below 3s`},
 				{10, "keepalive-time: 9s is not less than hold-time 9s"},
 				{10, `address: 10.0.0.1 is also [BGPPeer "a"] on line 3`},
 			},
@@ -104,4 +105,76 @@ func TestParseBGPBad(t *testing.T) {
 			checkProblems(t, err, tc.want)
 		})
 	}
+}
+
+// TestParseBGPPeerLimits: what the agents' BGP speaker (GoBGP) or their
+// gossip cannot do is refused with the line of each section concerned,
+// every problem at once.
+func TestParseBGPPeerLimits(t *testing.T) {
+	const global = "[Global]\nregion = eu\n" // lines 1-2
+	peer := func(name, addr string, extra ...string) string {
+		s := "[BGPPeer \"" + name + "\"]\naddress = " + addr + "\nasn = 64512\nlocal-asn = 64513\n"
+		for _, e := range extra {
+			s += e + "\n"
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		in   string
+		want []problem
+	}{
+		{
+			// GoBGP keys its peers by address: the second would fail and
+			// take the host's whole speaker down.
+			name: "one router address on two ports",
+			in:   global + peer("a", "10.0.0.1") + peer("b", "10.0.0.1", "port = 1179") + peer("c", "10.0.0.2", "port = 1179"), // 3, 7, 12
+			want: []problem{{7, `[BGPPeer "b"] address: 10.0.0.1 is also [BGPPeer "a"] on line 3`}},
+		},
+		{
+			// GoBGP takes a hold time of 0 for unset and proposes 90s.
+			name: "hold time 0",
+			in:   global + peer("a", "10.0.0.1", "hold-time = 0s") + peer("b", "10.0.0.2", "hold-time = 0", "keepalive-time = 5s"), // 3, 8
+			want: []problem{
+				{7, `[BGPPeer "a"] hold-time: "0s" (no hold timer) is not supported`},
+				{12, `[BGPPeer "b"] hold-time: "0" (no hold timer) is not supported`},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("cloud.conf", []byte(tc.in))
+			if cfg != nil {
+				t.Fatalf("Parse returned a Config with error %v", err)
+			}
+			checkProblems(t, err, tc.want)
+		})
+	}
+}
+
+// TestParseHostSelectorLimit: every host publishes the groups (host
+// selectors of pools) it belongs to in its gossip metadata, which holds
+// MaxHostSelectors; one more different selector is refused at the pool
+// that brings it, pools sharing a selector count once.
+func TestParseHostSelectorLimit(t *testing.T) {
+	pools := func(n int, selector func(i int) string) string {
+		s := "[Global]\nregion = eu\n" // lines 1-2
+		for i := range n {
+			s += fmt.Sprintf("[Pool \"p%d\"]\naddresses = 10.%d.%d.0/24\nhosts = %s\n", i, i/256, i%256, selector(i))
+		}
+		return s
+	}
+	distinct := func(i int) string { return fmt.Sprintf("rack=r%d", i) }
+	if _, err := Parse("cloud.conf", []byte(pools(MaxHostSelectors, distinct))); err != nil {
+		t.Errorf("%d selectors: %v", MaxHostSelectors, err)
+	}
+	if _, err := Parse("cloud.conf", []byte(pools(MaxHostSelectors+5, func(i int) string { return distinct(i % 3) }))); err != nil {
+		t.Errorf("3 selectors in many pools: %v", err)
+	}
+	_, err := Parse("cloud.conf", []byte(pools(MaxHostSelectors+2, distinct)))
+	first := 3 + 3*MaxHostSelectors // the line of pool number MaxHostSelectors+1
+	checkProblems(t, err, []problem{
+		{first, fmt.Sprintf(`[Pool "p%d"] hosts: "rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors, MaxHostSelectors, MaxHostSelectors+1, MaxHostSelectors)},
+		{first + 3, fmt.Sprintf(`[Pool "p%d"] hosts: "rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors+1, MaxHostSelectors+1, MaxHostSelectors+2, MaxHostSelectors)},
+	})
 }

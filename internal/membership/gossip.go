@@ -185,8 +185,8 @@ func (g *Gossip) Observe(o Observation) {
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
 	}
-	if len(g.obs.MyGroups) > maxGroups {
-		g.obs.MyGroups = g.obs.MyGroups[:maxGroups]
+	if len(g.obs.MyGroups) > MaxGroups {
+		g.obs.MyGroups = g.obs.MyGroups[:MaxGroups]
 	}
 	g.observed = true
 	g.vips = map[netip.Addr]bool{}

@@ -29,9 +29,11 @@ func Group(selector string) string {
 	return fmt.Sprintf("%08x", h.Sum32())
 }
 
-// maxGroups bounds the groups a host publishes: 40 groups of 8 characters
-// and their JSON fit the metadata with the rest.
-const maxGroups = 40
+// MaxGroups bounds the groups a host publishes: 40 groups of 8 characters
+// and their JSON fit the metadata with the rest. Observe keeps the first
+// MaxGroups of Observation.MyGroups: the host is no candidate in the
+// others. The cloud-config allows no more different host selectors.
+const MaxGroups = 40
 
 // candidateGroups are the groups of each candidate; nil: every group.
 type candidateGroups map[string][]string

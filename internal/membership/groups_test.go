@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -50,5 +51,17 @@ func TestMetaGroups(t *testing.T) {
 				t.Errorf("groups = %#v, want %#v", m.Groups, tt.want)
 			}
 		})
+	}
+}
+
+// TestMaxGroupsFitMeta: MaxGroups groups fit memberlist's 512 bytes of
+// metadata with the rest of it.
+func TestMaxGroupsFitMeta(t *testing.T) {
+	m := meta{State: StateHoldDown, MAC: "02:00:00:00:00:01"}
+	for i := range MaxGroups {
+		m.Groups = append(m.Groups, Group(fmt.Sprintf("rack=r%d", i)))
+	}
+	if n := len(encodeMeta(m)); n > 512 {
+		t.Errorf("metadata with %d groups is %d bytes, over memberlist's 512", MaxGroups, n)
 	}
 }

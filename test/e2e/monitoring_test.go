@@ -27,8 +27,9 @@ import (
 // is on the /metrics of the real controller manager or of a real agent,
 // after a scenario that gives each metric something to say: two
 // load-balancer hosts sharing addresses over memberlist, a Service that
-// carries traffic, one whose health check no node answers, and a broken
-// cloud-config. The gauges the alerts read say what happened.
+// carries traffic, one whose health check no node answers, a BGP router
+// that does not answer, and a broken cloud-config. The gauges the alerts
+// read say what happened.
 func TestMonitoringWatchesExposedMetrics(t *testing.T) {
 	report := promcheckReport(t)
 	env, ccmPort := startMonitoredEnv(t)
@@ -39,13 +40,14 @@ func TestMonitoringWatchesExposedMetrics(t *testing.T) {
 
 	agents := []func() string{func() string { return env.agentMetrics(t, 0) }, func() string { return env.agentMetrics(t, 1) }}
 	ccm := func() string { return ccmMetrics(t, env.CP.RESTConfig().BearerToken, ccmPort) }
-	eventually(t, "agents that hold both addresses and see nobody-home without a healthy backend", func() bool {
+	eventually(t, "agents that hold both addresses, see nobody-home without a healthy backend and no BGP session", func() bool {
 		held := 0.0
 		for _, a := range agents {
 			page := a()
 			if sample(page, "groundcloud_agent_virtual_ips") != 2 || sample(page, "groundcloud_agent_programmed") != 1 ||
 				sample(page, `groundcloud_agent_no_healthy_backends{loadbalancer="default/nobody-home"}`) != 1 ||
-				sample(page, `groundcloud_membership_members{state="Ready"}`) != 2 {
+				sample(page, `groundcloud_membership_members{state="Ready"}`) != 2 ||
+				sample(page, `groundcloud_agent_bgp_session_up{peer="silent"}`) != 0 {
 				return false
 			}
 			held += sample(page, "groundcloud_agent_virtual_ips_held")
@@ -118,8 +120,9 @@ func promcheckReport(t *testing.T) metricscheck.Report {
 }
 
 // startMonitoredEnv starts the sandbox with two load-balancer hosts whose
-// agents share the addresses over memberlist and serve /metrics on
-// 127.0.0.1:10263 of their host, and a controller manager serving
+// agents share the addresses over memberlist, have a BGP peer "silent"
+// (the first node, where nothing listens on port 179) and serve /metrics
+// on 127.0.0.1:10263 of their host, and a controller manager serving
 // /metrics on the returned port of this machine's loopback.
 func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 	t.Helper()
@@ -130,6 +133,7 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "gossip.key")
 	writeFile(t, keyFile, base64.StdEncoding.EncodeToString(randomBytes(t, 32))+"\n")
+	agentConfig := filepath.Join(dir, "agent-cloud.conf")
 	ccmPort := freePort(t)
 	var ports []uint16
 	for p := firstNodePort; p < firstNodePort+nodePorts; p++ {
@@ -147,7 +151,14 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 			for _, h := range e.LBs {
 				seeds = append(seeds, h.Addr4.String())
 			}
+			// The agents' cloud-config, for its BGP peer: the first node
+			// refuses the session's connections.
+			peer := fmt.Sprintf("[Global]\nregion = lab\n\n[BGPPeer \"silent\"]\naddress = %s\nasn = 64512\nlocal-asn = 64513\n", e.Nodes[0].Addr4)
+			if err := os.WriteFile(agentConfig, []byte(peer), 0o644); err != nil {
+				t.Error(err) // the agent, without its file, does not start
+			}
 			return []string{
+				"--cloud-config=" + agentConfig,
 				"--vip-ownership=memberlist",
 				"--gossip-key-file=" + keyFile,
 				"--gossip-seeds=" + strings.Join(seeds, ","),

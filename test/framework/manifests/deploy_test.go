@@ -168,7 +168,7 @@ func TestAgentDaemonSet(t *testing.T) {
 	if sc == nil || sc.Capabilities == nil {
 		t.Fatal("no capabilities in the securityContext")
 	}
-	if diff := cmp.Diff([]corev1.Capability{"NET_ADMIN", "NET_RAW"}, sc.Capabilities.Add); diff != "" {
+	if diff := cmp.Diff([]corev1.Capability{"NET_ADMIN", "NET_RAW", "NET_BIND_SERVICE"}, sc.Capabilities.Add); diff != "" {
 		t.Errorf("added capabilities (-want +got):\n%s", diff)
 	}
 	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
