@@ -74,42 +74,15 @@ func (o *Options) hostLabels() (HostLabels, error) {
 	return nil, nil
 }
 
-// cloudConfig reads --cloud-config (nil, nil without one).
-func (o *Options) cloudConfig() (*config.Config, error) {
-	if o.BGP.CloudConfig == "" {
+// speaker builds the BGP speaker when the cloud-config cc has peers that
+// select this host (nil when none does or cc is nil). Peers are chosen
+// once, with the host's labels at start.
+func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.EventRecorder) (*bgp.Speaker, error) {
+	if cc == nil {
 		return nil, nil
 	}
-	data, err := os.ReadFile(o.BGP.CloudConfig)
-	if err != nil {
-		return nil, fmt.Errorf("--cloud-config: %w", err)
-	}
-	return config.Parse(o.BGP.CloudConfig, data)
-}
-
-// speaker builds the BGP speaker when the cloud-config cfg has peers that
-// select this host (nil, nil when none does or cfg is nil). Peers are
-// chosen once, with the host's labels at start.
-func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder) (*bgp.Speaker, error) {
-	if cfg == nil {
-		return nil, nil
-	}
-	host, err := o.startLabels(ctx, nodes)
-	if err != nil {
-		return nil, err
-	}
-	var peers []bgp.Peer
-	for _, p := range cfg.BGPPeers {
-		if !p.Hosts.Matches(host) {
-			continue
-		}
-		peer, err := peerOf(p)
-		if err != nil {
-			return nil, err
-		}
-		peers = append(peers, peer)
-	}
-	if len(peers) == 0 {
-		klog.FromContext(ctx).Info("No BGP peer selects this host; it advertises no route", "peers", len(cfg.BGPPeers))
+	if len(cc.Peers) == 0 {
+		klog.FromContext(ctx).Info("No BGP peer selects this host; it advertises no route", "peers", cc.PeerSections)
 		return nil, nil
 	}
 	id, err := o.routerID()
@@ -118,7 +91,7 @@ func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config
 	}
 	bgp.RegisterMetrics()
 	return bgp.New(bgp.Config{
-		RouterID: id, Peers: peers, WithdrawWait: o.BGP.WithdrawWait,
+		RouterID: id, Peers: cc.Peers, WithdrawWait: o.BGP.WithdrawWait,
 		SessionChanged: sessionEvents(rec, o.Host),
 	}), nil
 }
@@ -126,7 +99,7 @@ func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config
 // sessionEvents records a session's changes as Events on Node host: a
 // Warning when it goes down, Normal when it is established.
 func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bool, state string) {
-	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
+	node := nodeRef(host)
 	return func(p bgp.Peer, up bool, state string) {
 		if up {
 			rec.Eventf(node, corev1.EventTypeNormal, ReasonBGPSessionUp, "BGP session with %s (%s) established", p.Name, p.Address)
@@ -135,6 +108,11 @@ func sessionEvents(rec record.EventRecorder, host string) func(p bgp.Peer, up bo
 		rec.Eventf(node, corev1.EventTypeWarning, ReasonBGPSessionDown,
 			"BGP session with %s (%s) is down (state %s): the router no longer sends this host the traffic of its addresses", p.Name, p.Address, state)
 	}
+}
+
+// nodeRef refers to the Node named host, for Events.
+func nodeRef(host string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
 }
 
 // startLabels are the host's labels now, for choosing peers. While the
