@@ -63,7 +63,9 @@ var sections = []sectionSpec{
 			"`announce = bgp` pools. The agents read these sections from the same file (mount it in the agent " +
 			"and give `--cloud-config`); the controller manager checks them. Every selected host peers with every " +
 			"router; each host's router ID is its first IPv4 address of `--interface` unless `--bgp-router-id` says otherwise " +
-			"([docs/bgp.md](bgp.md)). Read by agents at start: a change needs a restart of the agents.",
+			"([docs/bgp.md](bgp.md)). Read by agents at start: a change needs a restart of the agents. An agent leaves out a " +
+			"section with a problem, or whose `password-file` it cannot read, keeps its other peers and reports it " +
+			"([agent](agent.md#a-cloud-config-with-problems)).",
 	},
 	{
 		kind: routesSection,
