@@ -74,9 +74,8 @@ func (o *Options) hostLabels() (HostLabels, error) {
 	return nil, nil
 }
 
-// speaker builds the BGP speaker when the cloud-config cc has peers that
-// select this host (nil when none does or cc is nil). Peers are chosen
-// once, with the host's labels at start.
+// speaker builds the BGP speaker when the cloud-config cc has peers for
+// this host (nil when it has none or cc is nil).
 func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.EventRecorder) (*bgp.Speaker, error) {
 	if cc == nil {
 		return nil, nil

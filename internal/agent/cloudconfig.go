@@ -59,7 +59,7 @@ func loadCloudConfig(path string, hostLabels func() (labels.Set, error)) (*cloud
 		cc.Problems = append(cc.Problems, p)
 	}
 	for _, s := range part.LeftOut {
-		if s.Kind == "BGPPeer" {
+		if s.Kind == config.KindBGPPeer {
 			cc.LeftOut = append(cc.LeftOut, s.Name)
 			cc.PeerSections++
 		}

@@ -24,10 +24,17 @@ type Partial struct {
 
 // Section names one [Machine], [Pool] or [BGPPeer] section.
 type Section struct {
-	Kind string // "Machine", "Pool" or "BGPPeer"
+	Kind string // KindMachine, KindPool or KindBGPPeer
 	Name string
 	Line int
 }
+
+// The kinds of Section.
+const (
+	KindMachine = "Machine"
+	KindPool    = "Pool"
+	KindBGPPeer = "BGPPeer"
+)
 
 // String is how messages name the section: `BGPPeer "tor-a"`.
 func (s Section) String() string { return sectionLabel(s.Kind, s.Name) }
@@ -112,12 +119,12 @@ func leaveOut(cfg *Config, bad map[string]bool, lines map[string]int) []Section 
 		return bad[where]
 	}
 	for name := range cfg.Machines {
-		if drop("Machine", name) {
+		if drop(KindMachine, name) {
 			delete(cfg.Machines, name)
 		}
 	}
-	cfg.Pools = slices.DeleteFunc(cfg.Pools, func(p *Pool) bool { return drop("Pool", p.Name) })
-	cfg.BGPPeers = slices.DeleteFunc(cfg.BGPPeers, func(p *BGPPeer) bool { return drop("BGPPeer", p.Name) })
+	cfg.Pools = slices.DeleteFunc(cfg.Pools, func(p *Pool) bool { return drop(KindPool, p.Name) })
+	cfg.BGPPeers = slices.DeleteFunc(cfg.BGPPeers, func(p *BGPPeer) bool { return drop(KindBGPPeer, p.Name) })
 	slices.SortFunc(out, func(a, b Section) int { return cmp.Compare(a.Line, b.Line) })
 	return out
 }
