@@ -77,44 +77,16 @@ func (o *Options) hostLabels() (HostLabels, error) {
 	return nil, nil
 }
 
-// cloudConfig reads --cloud-config (nil, nil without one).
-func (o *Options) cloudConfig() (*config.Config, error) {
-	if o.BGP.CloudConfig == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(o.BGP.CloudConfig)
-	if err != nil {
-		return nil, fmt.Errorf("--cloud-config: %w", err)
-	}
-	return config.Parse(o.BGP.CloudConfig, data)
-}
-
-// speaker builds the BGP speaker when the cloud-config cfg has peers that
-// select this host (nil, nil when none does or cfg is nil). Peers are
-// chosen once, with the host's labels at start. A session that comes or
+// speaker builds the BGP speaker when the cloud-config cc has peers for
+// this host (nil when it has none or cc is nil). A session that comes or
 // goes is recorded as an Event and calls changed (the agent syncs, and
 // reports what it advertises then).
-func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder, changed func()) (*bgp.Speaker, error) {
-	if cfg == nil {
+func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.EventRecorder, changed func()) (*bgp.Speaker, error) {
+	if cc == nil {
 		return nil, nil
 	}
-	host, err := o.startLabels(ctx, nodes)
-	if err != nil {
-		return nil, err
-	}
-	var peers []bgp.Peer
-	for _, p := range cfg.BGPPeers {
-		if !p.Hosts.Matches(host) {
-			continue
-		}
-		peer, err := peerOf(p)
-		if err != nil {
-			return nil, err
-		}
-		peers = append(peers, peer)
-	}
-	if len(peers) == 0 {
-		klog.FromContext(ctx).Info("No BGP peer selects this host; it advertises no route", "peers", len(cfg.BGPPeers))
+	if len(cc.Peers) == 0 {
+		klog.FromContext(ctx).Info("No BGP peer selects this host; it advertises no route", "peers", cc.PeerSections)
 		return nil, nil
 	}
 	id, err := o.routerID()
@@ -124,7 +96,7 @@ func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config
 	bgp.RegisterMetrics()
 	events := sessionEvents(rec, o.Host)
 	return bgp.New(bgp.Config{
-		RouterID: id, Peers: peers, WithdrawWait: o.BGP.WithdrawWait,
+		RouterID: id, Peers: cc.Peers, WithdrawWait: o.BGP.WithdrawWait,
 		SessionChanged: func(p bgp.Peer, up bool, state string) {
 			events(p, up, state)
 			changed()
@@ -157,6 +129,7 @@ func peerFailedEvents(rec record.EventRecorder, host string) func(p bgp.Peer, er
 	}
 }
 
+// nodeRef refers to the Node named host, for Events.
 func nodeRef(host string) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: host, UID: types.UID(host)}
 }

@@ -157,7 +157,7 @@ func NewCommand() *cobra.Command {
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address")
 	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
 	o.Membership.AddFlags(fs)
-	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to, and with [Routes] (node-routers = true) a Node carries traffic once its groundcloud-router reports its pod routes; empty: no BGP, and Nodes are not waited for")
+	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to, and with [Routes] (node-routers = true) a Node carries traffic once its groundcloud-router reports its pod routes; empty: no BGP, and Nodes are not waited for. Read once, at start; problems in it are logged and reported, and the agent goes on with the parts it can use (a [BGPPeer] with a problem, or whose password-file it cannot read, is left out)")
 	fs.StringVar(&o.BGP.RouterID, "bgp-router-id", o.BGP.RouterID, "BGP identifier of this host, an IPv4 address (default: the first IPv4 address of --interface)")
 	fs.DurationVar(&o.BGP.WithdrawWait, "bgp-withdraw-wait", o.BGP.WithdrawWait, "on a stop, how long the host keeps forwarding after withdrawing its routes, while the routers move the traffic away")
 	fs.StringVar(&o.BGP.HostLabels, "host-labels", o.BGP.HostLabels, "this host's labels for the pools' and BGP peers' host selectors, key=value,...; empty: the labels of the Node named --host-name")
@@ -209,12 +209,12 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cc, err := o.cloudConfig()
+	cc, err := o.cloudConfig(ctx, core.Nodes(), own.Events)
 	if err != nil {
 		return err
 	}
 	var a *Agent // built below; the speaker runs only once a runs
-	speaker, err := o.speaker(ctx, core.Nodes(), cc, own.Events, func() { a.RequestSync() })
+	speaker, err := o.speaker(ctx, cc, own.Events, func() { a.RequestSync() })
 	if err != nil {
 		return err
 	}

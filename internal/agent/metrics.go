@@ -78,6 +78,21 @@ var (
 			"so passthrough forwarding gives them no flows. LoadBalancers without such backends are not listed.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"loadbalancer"})
+	cloudConfigProblems = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: "groundcloud",
+		Subsystem: "agent",
+		Name:      "cloud_config_problems",
+		Help: "Problems in the cloud-config the agent started with, in any section (also those it does not read), " +
+			"and password files of its BGP peers it could not read; it goes on with the parts it can use. 0: none.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	bgpPeersLeftOut = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "agent",
+		Name:           "bgp_peers_left_out",
+		Help:           "[BGPPeer] sections of the cloud-config this host opens no session with because of a problem in the section or, for one that selects the host, in its password-file.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerOnce sync.Once
 )
 
@@ -91,7 +106,8 @@ const (
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors,
-			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends, offLinkBackends)
+			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends, offLinkBackends,
+			cloudConfigProblems, bgpPeersLeftOut)
 	})
 }
 

@@ -13,7 +13,9 @@
 //   - validation, per value and across the file (e.g. overlapping pools).
 //
 // Parse reports every problem in a file at once, sorted by line, as an
-// [Errors]; it never stops at the first one.
+// [Errors]; it never stops at the first one. ParsePartial reports the same
+// problems but keeps the sections that have none, for a reader that uses
+// only some sections (the agents) and must go on when another is wrong.
 //
 // The package must not:
 //   - do I/O: it reads only the bytes it is given; opening the file, watching

@@ -40,7 +40,7 @@ var sections = []sectionSpec{
 	},
 	{
 		kind:      machineSection,
-		name:      "Machine",
+		name:      KindMachine,
 		checkName: nameCheck("machine name", content.IsDNS1123Subdomain),
 		nameDoc:   "the machine's Node name, a lowercase RFC 1123 subdomain such as `web-1`",
 		doc: "One machine the cluster may run on, named like its Node. What the cloud-node controllers " +
@@ -48,7 +48,7 @@ var sections = []sectionSpec{
 	},
 	{
 		kind:      poolSection,
-		name:      "Pool",
+		name:      KindPool,
 		checkName: nameCheck("pool name", content.IsDNS1123Label),
 		nameDoc:   "the pool's name, an RFC 1123 label such as `public`",
 		doc: "A set of addresses that LoadBalancer Services are given addresses from. " +
@@ -56,14 +56,16 @@ var sections = []sectionSpec{
 	},
 	{
 		kind:      bgpPeerSection,
-		name:      "BGPPeer",
+		name:      KindBGPPeer,
 		checkName: nameCheck("peer name", content.IsDNS1123Label),
 		nameDoc:   "the router's name, an RFC 1123 label such as `tor-a`",
 		doc: "A router the load-balancer hosts open a BGP session with, to announce the addresses of the " +
 			"`announce = bgp` pools. The agents read these sections from the same file (mount it in the agent " +
 			"and give `--cloud-config`); the controller manager checks them. Every selected host peers with every " +
 			"router; each host's router ID is its first IPv4 address of `--interface` unless `--bgp-router-id` says otherwise " +
-			"([docs/bgp.md](bgp.md)). Read by agents at start: a change needs a restart of the agents.",
+			"([docs/bgp.md](bgp.md)). Read by agents at start: a change needs a restart of the agents. An agent leaves out a " +
+			"section with a problem, or whose `password-file` it cannot read, keeps its other peers and reports it " +
+			"([agent](agent.md#a-cloud-config-with-problems)).",
 	},
 	{
 		kind: routesSection,

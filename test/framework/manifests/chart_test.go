@@ -19,6 +19,9 @@ const (
 	releaseName     = "groundcloud"
 	otherNamespace  = "groundcloud-system"
 	customValuesRel = "testdata/chart-values.yaml"
+	// deployBGPPasswords is an overlay of deploy/ with the component that
+	// mounts the BGP passwords, as a user's would be.
+	deployBGPPasswords = "test/framework/manifests/testdata/deploy-bgp-passwords"
 )
 
 // helmLabels are the labels the chart adds to every templated object's
@@ -99,9 +102,11 @@ func TestChartLint(t *testing.T) {
 }
 
 // TestChartMatchesDeploy: with its default values in kube-system the chart
-// renders exactly the objects of `kubectl apply -k deploy/`, and with
-// router.enabled those and deploy/router/'s, but for Helm's own labels. A
-// change to deploy/ that the chart lacks (or the reverse) fails here.
+// renders exactly the objects of `kubectl apply -k deploy/`, with
+// router.enabled those and deploy/router/'s, and with
+// agent.bgpPasswords.secretName those of deploy/ with the component
+// deploy/agent/bgp-passwords/, but for Helm's own labels. A change to
+// deploy/ that the chart lacks (or the reverse) fails here.
 func TestChartMatchesDeploy(t *testing.T) {
 	h := newHelm(t)
 	tests := []struct {
@@ -111,6 +116,11 @@ func TestChartMatchesDeploy(t *testing.T) {
 	}{
 		{name: "deploy/", deploy: renderDeploy},
 		{name: "deploy/ and deploy/router/", deploy: renderAll, set: []string{"router.enabled=true"}},
+		{
+			name:   "deploy/ with agent/bgp-passwords",
+			deploy: func(t *testing.T) []*unstructured.Unstructured { return renderKustomization(t, deployBGPPasswords) },
+			set:    []string{"agent.bgpPasswords.secretName=groundcloud-bgp-passwords"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/groundcloud/groundcloud/internal/agent"
@@ -148,6 +149,25 @@ func TestChartAgentValues(t *testing.T) {
 	}
 	if m := c.VolumeMounts[0]; m.MountPath != "/etc/groundcloud/gossip" || !m.ReadOnly {
 		t.Errorf("gossip key mounted %+v", m)
+	}
+	checkBGPPasswords(t, spec, "lab-bgp", "/etc/lab/bgp")
+}
+
+// checkBGPPasswords: the Secret of BGP passwords is mounted read-only in
+// the agent, and optional, so that an agent starts without it.
+func checkBGPPasswords(t *testing.T, spec corev1.PodSpec, secret, path string) {
+	t.Helper()
+	want := corev1.Volume{Name: "bgp-passwords", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: secret, DefaultMode: ptr.To[int32](0o400), Optional: ptr.To(true),
+	}}}
+	if i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == want.Name }); i < 0 {
+		t.Errorf("volumes %+v lack %s", spec.Volumes, want.Name)
+	} else if diff := cmp.Diff(want, spec.Volumes[i]); diff != "" {
+		t.Errorf("volume (-want +got):\n%s", diff)
+	}
+	mount := corev1.VolumeMount{Name: "bgp-passwords", MountPath: path, ReadOnly: true}
+	if !slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return cmp.Equal(m, mount) }) {
+		t.Errorf("mounts %+v lack %+v", spec.Containers[0].VolumeMounts, mount)
 	}
 }
 

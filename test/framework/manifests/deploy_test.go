@@ -375,3 +375,10 @@ func TestDeployInstallsEveryCRD(t *testing.T) {
 		t.Errorf("CRDs in deploy/crds (-) and those the controller manager may install (+):\n%s", diff)
 	}
 }
+
+// TestDeployBGPPasswords: the component deploy/agent/bgp-passwords/ mounts
+// the Secret of BGP passwords where docs/bgp.md's password-file names it.
+func TestDeployBGPPasswords(t *testing.T) {
+	ds := object[appsv1.DaemonSet](t, renderKustomization(t, deployBGPPasswords), "DaemonSet", "groundcloud-agent")
+	checkBGPPasswords(t, ds.Spec.Template.Spec, "groundcloud-bgp-passwords", "/etc/groundcloud/bgp")
+}
