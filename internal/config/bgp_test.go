@@ -11,7 +11,7 @@ import (
 
 func TestParseBGP(t *testing.T) {
 	in := "[Global]\nregion = eu\n" +
-		"[Pool \"edge\"]\naddresses = 192.0.2.0/28\nannounce = BGP\nhosts = example.net/edge=true\n" +
+		"[Pool \"edge\"]\naddresses = 192.0.2.0/28\nannounce = BGP\nhosts = node-restriction.kubernetes.io/edge=true\n" +
 		"bgp-community = 64512:100\nbgp-community = 1:2\nbgp-local-preference = 200\n" +
 		"[BGPPeer \"tor\"]\naddress = fd00::1\nasn = 64512\nlocal-asn = 4200000000\nhold-time = 3s\n"
 	cfg, err := Parse("cloud.conf", []byte(in))
@@ -21,7 +21,7 @@ func TestParseBGP(t *testing.T) {
 	pref := uint32(200)
 	wantPool := newPool("edge", withRange("192.0.2.0", "192.0.2.15"), func(p *Pool) {
 		p.Announce = AnnounceBGP
-		p.Hosts = labels.SelectorFromSet(labels.Set{"example.net/edge": "true"})
+		p.Hosts = labels.SelectorFromSet(labels.Set{"node-restriction.kubernetes.io/edge": "true"})
 		p.Communities = []Community{{64512, 100}, {1, 2}}
 		p.LocalPreference = &pref
 	})
