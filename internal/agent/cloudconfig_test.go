@@ -40,7 +40,7 @@ const globalConf = "[Global]\nregion = home\n"
 // it can use (issue 31, item 8). A problem in a section it does not read,
 // or in one peer (its section or its password file), used to stop it.
 func TestLoadCloudConfig(t *testing.T) {
-	rack := labels.Set{"rack": "a"}
+	rack := labels.Set{"node-restriction.kubernetes.io/rack": "a"}
 	tests := []struct {
 		name      string
 		conf      string
@@ -84,7 +84,7 @@ func TestLoadCloudConfig(t *testing.T) {
 		},
 		{
 			name:  "the missing password file of a peer of other hosts",
-			conf:  globalConf + peerSection("tor-b", "10.0.0.1", "password-file = $DIR/tor-b\nhosts = rack=b\n") + peerSection("spine", "10.0.0.2", ""),
+			conf:  globalConf + peerSection("tor-b", "10.0.0.1", "password-file = $DIR/tor-b\nhosts = node-restriction.kubernetes.io/rack=b\n") + peerSection("spine", "10.0.0.2", ""),
 			peers: []string{"spine:"},
 		},
 		{
@@ -154,7 +154,7 @@ func TestCloudConfigReportsProblems(t *testing.T) {
 	path := cloudConf(t, globalConf+"[Machine \"web-1\"]\nzone =\n"+
 		peerSection("tor", "10.0.0.1", "password-file = $DIR/tor\n")+peerSection("spine", "10.0.0.2", ""), nil)
 	o := NewOptions()
-	o.Host, o.BGP.CloudConfig, o.BGP.HostLabels = "lb-1", path, "rack=a"
+	o.Host, o.BGP.CloudConfig, o.BGP.HostLabels = "lb-1", path, "node-restriction.kubernetes.io/rack=a"
 	rec := record.NewFakeRecorder(4)
 	cc, err := o.cloudConfig(t.Context(), nil, rec)
 	if err != nil {

@@ -8,7 +8,8 @@
 //     must document exactly (a test checks both ways). A new one goes into
 //     service.go with a doc comment saying what it means, into
 //     ServiceAnnotations, and gets a section in docs/annotations.md;
-//   - the label that makes a Node a load-balancer host (node.go).
+//   - the label that makes a Node a load-balancer host, and the taint of
+//     a dedicated one (node.go).
 //
 // It holds names only: reading, validating and acting on the values stays
 // with the package that uses them (internal/ipam reads the address

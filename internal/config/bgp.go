@@ -77,7 +77,8 @@ var (
 	selectorValue = valueType[labels.Selector]{
 		name: "label selector",
 		doc: "A Kubernetes label selector, as `kubectl get -l` takes it: `key=value`, `key!=value`, `key in (a,b)`, " +
-			"`key`, `!key`, joined by commas (`example.net/edge=true,zone in (a,b)`). Empty selects every host.",
+			"`key`, `!key`, joined by commas (`node-restriction.kubernetes.io/edge=true,node-restriction.kubernetes.io/rack in (a,b)`). " +
+			"Empty selects every host. Keys must be under `node-restriction.kubernetes.io/` unless `allow-node-set-labels` is true.",
 		parse: parseSelector,
 	}
 	asnValue = valueType[uint32]{
@@ -251,9 +252,10 @@ var bgpKeys = []keySpec{
 	},
 	{
 		section: poolSection, name: "hosts", dfltDoc: "every host",
-		value: assign(selectorValue, func(t *target) *labels.Selector { return &t.pool.Hosts }),
+		value: bind(selectorValue, setPoolHosts),
 		doc: "Which load-balancer hosts announce and serve the pool's addresses, by the labels of the host's Node " +
-			"(or the agent's `--host-labels` on a host that is not a Node). When no host matches, no host serves the pool's addresses. " +
+			"(or the agent's `--host-labels` on a host that is not a Node): labels an administrator sets, under " +
+			"`node-restriction.kubernetes.io/` (see `allow-node-set-labels` in `[Global]`). When no host matches, no host serves the pool's addresses. " +
 			"The pools may use at most " + strconv.Itoa(MaxHostSelectors) + " different selectors: each host publishes those it matches in its gossip metadata.",
 	},
 	{
@@ -328,7 +330,7 @@ var bgpKeys = []keySpec{
 	},
 	{
 		section: bgpPeerSection, name: "hosts", dfltDoc: "every host",
-		value: assign(selectorValue, func(t *target) *labels.Selector { return &t.peer.Hosts }),
+		value: bind(selectorValue, setPeerHosts),
 		doc:   "Which load-balancer hosts peer with this router, by the labels of the host's Node (as in `[Pool]`): a rack's hosts with its switch.",
 	},
 }
@@ -350,7 +352,7 @@ func checkBGP(cfg *Config, pools map[*Pool]int, peers map[*BGPPeer]int, p *probl
 		}
 		seen[peer.Address] = peer
 	}
-	checkHostSelectors(cfg, pools, p)
+	checkHostSelectorCount(cfg, pools, p)
 	for _, pool := range cfg.Pools {
 		if pool.Hosts == nil {
 			pool.Hosts = labels.Everything()

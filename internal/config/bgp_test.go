@@ -12,7 +12,7 @@ import (
 
 func TestParseBGP(t *testing.T) {
 	in := "[Global]\nregion = eu\n" +
-		"[Pool \"edge\"]\naddresses = 192.0.2.0/28\nannounce = BGP\nhosts = example.net/edge=true\n" +
+		"[Pool \"edge\"]\naddresses = 192.0.2.0/28\nannounce = BGP\nhosts = node-restriction.kubernetes.io/edge=true\n" +
 		"bgp-community = 64512:100\nbgp-community = 1:2\nbgp-local-preference = 200\n" +
 		"[BGPPeer \"tor\"]\naddress = fd00::1\nasn = 64512\nlocal-asn = 4200000000\nhold-time = 3s\n"
 	cfg, err := Parse("cloud.conf", []byte(in))
@@ -22,7 +22,7 @@ func TestParseBGP(t *testing.T) {
 	pref := uint32(200)
 	wantPool := newPool("edge", withRange("192.0.2.0", "192.0.2.15"), func(p *Pool) {
 		p.Announce = AnnounceBGP
-		p.Hosts = labels.SelectorFromSet(labels.Set{"example.net/edge": "true"})
+		p.Hosts = labels.SelectorFromSet(labels.Set{"node-restriction.kubernetes.io/edge": "true"})
 		p.Communities = []Community{{64512, 100}, {1, 2}}
 		p.LocalPreference = &pref
 	})
@@ -164,7 +164,7 @@ func TestParseHostSelectorLimit(t *testing.T) {
 		}
 		return s
 	}
-	distinct := func(i int) string { return fmt.Sprintf("rack=r%d", i) }
+	distinct := func(i int) string { return fmt.Sprintf("node-restriction.kubernetes.io/rack=r%d", i) }
 	if _, err := Parse("cloud.conf", []byte(pools(MaxHostSelectors, distinct))); err != nil {
 		t.Errorf("%d selectors: %v", MaxHostSelectors, err)
 	}
@@ -174,7 +174,7 @@ func TestParseHostSelectorLimit(t *testing.T) {
 	_, err := Parse("cloud.conf", []byte(pools(MaxHostSelectors+2, distinct)))
 	first := 3 + 3*MaxHostSelectors // the line of pool number MaxHostSelectors+1
 	checkProblems(t, err, []problem{
-		{first, fmt.Sprintf(`[Pool "p%d"] hosts: "rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors, MaxHostSelectors, MaxHostSelectors+1, MaxHostSelectors)},
-		{first + 3, fmt.Sprintf(`[Pool "p%d"] hosts: "rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors+1, MaxHostSelectors+1, MaxHostSelectors+2, MaxHostSelectors)},
+		{first, fmt.Sprintf(`[Pool "p%d"] hosts: "node-restriction.kubernetes.io/rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors, MaxHostSelectors, MaxHostSelectors+1, MaxHostSelectors)},
+		{first + 3, fmt.Sprintf(`[Pool "p%d"] hosts: "node-restriction.kubernetes.io/rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors+1, MaxHostSelectors+1, MaxHostSelectors+2, MaxHostSelectors)},
 	})
 }

@@ -25,6 +25,10 @@ type Global struct {
 	// ClusterHealthCheck is how agents probe the nodes of Services with
 	// externalTrafficPolicy Cluster.
 	ClusterHealthCheck ClusterHealthCheck
+	// AllowNodeSetLabels lets the pools' and BGP peers' host selectors
+	// select on label keys a Node's kubelet may set on its own Node
+	// (hostselector.go).
+	AllowNodeSetLabels bool
 }
 
 // HealthCheckKind is how agents probe a node for externalTrafficPolicy

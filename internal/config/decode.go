@@ -23,6 +23,7 @@ func decode(raw []*rawSection, p *problems) *Config {
 	}
 	checkOverlaps(d.ranges, p)
 	checkBGP(d.cfg, d.poolLines, d.peerLines, p)
+	checkHostSelectors(d.cfg.Global.AllowNodeSetLabels, d.selectors, p)
 	return d.cfg
 }
 
@@ -31,6 +32,7 @@ type decoder struct {
 	cfg         *Config
 	sectionLine map[string]int   // line of each section kept, by its label
 	ranges      []placedRange    // of every pool kept
+	selectors   []placedSelector // of every pool and BGP peer kept
 	poolLines   map[*Pool]int    // line of each pool kept
 	peerLines   map[*BGPPeer]int // line of each BGP peer kept
 }
@@ -69,6 +71,7 @@ func (d *decoder) section(s *rawSection) {
 	d.entries(spec, s, t, label)
 	if keep {
 		d.ranges = append(d.ranges, t.ranges...)
+		d.selectors = append(d.selectors, t.selectors...)
 	}
 }
 

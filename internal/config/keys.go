@@ -169,6 +169,16 @@ var baseKeys = []keySpec{
 		doc:   "Path of the `http` cluster health check.",
 	},
 	{
+		section: globalSection, name: "allow-node-set-labels", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.global.AllowNodeSetLabels }),
+		doc: "Whether the `hosts` selectors of pools and BGP peers may select on label keys that a Node's own kubelet " +
+			"may set. If false, they may select only on keys under `node-restriction.kubernetes.io/` (or " +
+			"`<domain>.node-restriction.kubernetes.io/`), which the NodeRestriction admission plugin keeps kubelets " +
+			"from setting on their Nodes, so that a node cannot label itself into a pool or a router's sessions; " +
+			"any other key is refused ([docs/bgp.md](bgp.md#which-hosts-hosts)). True accepts every key, as before; " +
+			"for an upgrade, until the hosts are labelled anew.",
+	},
+	{
 		section: machineSection, name: "zone",
 		value: assign(labelValue, func(t *target) *string { return &t.machine.Zone }),
 		doc:   "Zone (failure domain) the machine is in, reported as the `topology.kubernetes.io/zone` label. Without it the Node has no zone label.",
@@ -289,6 +299,7 @@ type target struct {
 
 	firstLine map[string]int // line each value of a multi key was first given on
 	ranges    []placedRange
+	selectors []placedSelector
 }
 
 // once refuses a value given twice for one multi key.

@@ -106,6 +106,8 @@ authoritative-inventory = true
 cluster-health-check = http
 cluster-health-check-port = 10256
 cluster-health-check-path = /healthz
+; hosts selectors only on labels kubelets cannot set on their own Nodes
+allow-node-set-labels = false
 
 [Machine "web-1"]
 zone = rack-a
@@ -142,7 +144,7 @@ forwarding = proxy  ; the office nodes are not on the load-balancer hosts' subne
 addresses = 198.51.100.0/26
 addresses = 2001:db8:200::/120
 announce = bgp            ; routed to the hosts below, spread over them (ECMP)
-hosts = example.net/edge=true
+hosts = node-restriction.kubernetes.io/edge=true  ; kubectl label node lb-1 node-restriction.kubernetes.io/edge=true
 bgp-community = 64512:100
 bgp-local-preference = 200
 
@@ -159,7 +161,7 @@ multihop = 2
 passive = false
 family = ipv4
 family = ipv6             ; IPv6 routes over the IPv4 session
-hosts = example.net/rack=a
+hosts = node-restriction.kubernetes.io/rack=a
 
 [Routes]
 enabled = true

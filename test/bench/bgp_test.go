@@ -26,7 +26,7 @@ import (
 const (
 	bgpRange     = "198.51.100.0/28"
 	bgpRoute     = "198.51.100.0/24"
-	bgpHostLabel = "example.net/bgp"
+	bgpHostLabel = "node-restriction.kubernetes.io/bgp"
 	// bgpHTTPPort is the BGP Service's HTTP port (the load); port 80 is
 	// the line echo (the failover trials).
 	bgpHTTPPort = 8080

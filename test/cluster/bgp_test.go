@@ -32,7 +32,7 @@ const (
 	bgpRange4  = "198.51.100.0/28"
 	bgpRange6  = "2001:db8:100::/124"
 	edgeRange4 = "198.51.100.16/28"
-	edgeLabel  = "example.net/edge"
+	edgeLabel  = "node-restriction.kubernetes.io/edge"
 )
 
 // TestBGP runs the real cluster with three dedicated load-balancer hosts

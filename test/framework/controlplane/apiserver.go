@@ -103,7 +103,11 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--service-account-key-file=" + cp.path(serviceAccountKeyName),
 		"--service-account-signing-key-file=" + cp.path(serviceAccountKeyName),
 		"--service-account-issuer=" + serviceAccountIssuer,
+		// As a cluster should run: a kubelet (system:node:<name>) may change
+		// only its own Node, and not the labels under
+		// node-restriction.kubernetes.io/ that place the agent, nor its taints.
 		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		"--service-cluster-ip-range=" + cp.opts.ServiceCIDR,
 	}
 	if cp.serving != nil {

@@ -9,7 +9,10 @@
 // loopback ports; the work directory with its logs, etcd data, serving
 // certificate, service-account key, static token file and kubeconfigs; the
 // lifetime of the child processes, including stopping and restarting the
-// apiserver to simulate an outage.
+// apiserver to simulate an outage. Its apiserver authorizes with the Node
+// authorizer and RBAC and admits with NodeRestriction, as a cluster should
+// run, so that a node user (system:node:<name> in system:nodes) is held to
+// what a kubelet may do.
 //
 // It must not: bind anything but 127.0.0.1; leave a child process or a temp
 // directory behind after Stop (children are in their own process group and

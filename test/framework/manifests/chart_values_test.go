@@ -123,7 +123,7 @@ func TestChartAgentValues(t *testing.T) {
 	if diff := cmp.Diff(corev1.ResourceRequirements{Limits: v.Agent.Resources.Limits}, c.Resources); diff != "" {
 		t.Errorf("resources (-values +rendered):\n%s", diff)
 	}
-	// Merged with the default, whose groundcloud.io/load-balancer is null.
+	// Merged with the default, whose load-balancer host label is null.
 	if diff := cmp.Diff(map[string]string{"example.com/edge": "yes", "kubernetes.io/os": "linux"}, spec.NodeSelector); diff != "" {
 		t.Errorf("nodeSelector (-want +rendered):\n%s", diff)
 	}

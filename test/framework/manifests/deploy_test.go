@@ -144,8 +144,11 @@ func TestAgentDaemonSet(t *testing.T) {
 	if spec.ServiceAccountName != "groundcloud-agent" || !spec.HostNetwork {
 		t.Errorf("serviceAccountName %q, hostNetwork %v", spec.ServiceAccountName, spec.HostNetwork)
 	}
-	if got := spec.NodeSelector[annotation.LoadBalancerHostLabel]; got != "true" {
-		t.Errorf("nodeSelector %v, want %s=true", spec.NodeSelector, annotation.LoadBalancerHostLabel)
+	// Only labels an administrator sets (TestNodesCannotLabelThemselvesIn),
+	// and the OS.
+	wantSelector := map[string]string{annotation.LoadBalancerHostLabel: "true", corev1.LabelOSStable: "linux"}
+	if diff := cmp.Diff(wantSelector, spec.NodeSelector); diff != "" {
+		t.Errorf("nodeSelector (-want +got):\n%s", diff)
 	}
 	checkTolerations(t, spec.Tolerations)
 	// Two Secrets as files, the gossip key and the cloud-config (for its

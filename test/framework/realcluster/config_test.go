@@ -39,7 +39,7 @@ func TestCNIConfig(t *testing.T) {
 }
 
 func TestKubeletConfig(t *testing.T) {
-	taint := corev1.Taint{Key: annotation.LoadBalancerHostLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	taint := corev1.Taint{Key: annotation.LoadBalancerHostTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	data, err := kubeletConfig(kubeletSettings{
 		paths: nodePaths{dir: "/d/lb-1"}, cgroupRoot: "/groundcloud.x/lb-1",
 		nodeIP: netip.MustParseAddr("192.0.2.2"), taints: []corev1.Taint{taint},
@@ -60,7 +60,7 @@ func TestKubeletConfig(t *testing.T) {
 		"containerRuntimeEndpoint": "unix:///d/lb-1/containerd/containerd.sock",
 		"address":                  "192.0.2.2",
 		"podLogsDir":               "/d/lb-1/pods",
-		"registerWithTaints":       []any{map[string]any{"key": annotation.LoadBalancerHostLabel, "value": "true", "effect": "NoSchedule"}},
+		"registerWithTaints":       []any{map[string]any{"key": annotation.LoadBalancerHostTaint, "value": "true", "effect": "NoSchedule"}},
 	} {
 		if diff := cmp.Diff(want, got[key]); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", key, diff)

@@ -29,7 +29,9 @@
 //     images at the local ones and sets the lab's interface: the controller
 //     manager as its Deployment on the Pod network, the agents as their
 //     DaemonSet on the load-balancer hosts (Nodes labelled
-//     groundcloud.io/load-balancer=true), the routers on every Node.
+//     node-restriction.kubernetes.io/groundcloud-load-balancer=true by the
+//     administrator once they registered, as a kubelet may not set it),
+//     the routers on every Node.
 //
 // Failures a test can cause: a node's cable pulled (Node.SetLink, which
 // also cuts its way to the apiserver), a container crashing

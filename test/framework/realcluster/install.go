@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/manifests"
 )
 
@@ -62,6 +64,17 @@ func (c *Cluster) install(ctx context.Context) error {
 		return fmt.Errorf("install groundcloud: %w", err)
 	}
 	c.logf("installed groundcloud from deploy/ and deploy/router/ (%d objects)", len(objs))
+	return nil
+}
+
+// labelLoadBalancerHost labels a registered load-balancer host's Node as
+// docs/install.md has an administrator do (kubectl label node): the key is
+// one its kubelet may not set.
+func (c *Cluster) labelLoadBalancerHost(ctx context.Context, name string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, annotation.LoadBalancerHostLabel)
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label load-balancer host %s: %w", name, err)
+	}
 	return nil
 }
 

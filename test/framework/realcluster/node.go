@@ -29,7 +29,8 @@ type Node struct {
 	Name string
 	Host *netlab.Host
 	// LoadBalancer says the node is a load-balancer host: labelled
-	// groundcloud.io/load-balancer=true, where the agent DaemonSet runs.
+	// annotation.LoadBalancerHostLabel=true, where the agent DaemonSet
+	// runs.
 	LoadBalancer bool
 	// Dir holds the node's state and logs (containerd.log, kubelet.log).
 	Dir string
@@ -248,13 +249,15 @@ func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
 
 func (n *Node) startKubelet(c *Cluster) error {
 	s := kubeletSettings{paths: n.paths, cgroupRoot: n.cgroupRoot, nodeIP: n.Host.Addr4}
+	// The load-balancer host label is the administrator's to set
+	// (Cluster.labelLoadBalancerHost): the kubelet refuses a
+	// node-restriction.kubernetes.io/ key in --node-labels, and
+	// NodeRestriction would refuse it too. A kubelet may register with
+	// taints.
 	var labels []string
-	if n.LoadBalancer {
-		labels = append(labels, annotation.LoadBalancerHostLabel+"=true")
-		if !c.Opts.SharedLBHosts {
-			s.taints = []corev1.Taint{{Key: annotation.LoadBalancerHostLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-			labels = append(labels, corev1.LabelNodeExcludeBalancers+"=true")
-		}
+	if n.LoadBalancer && !c.Opts.SharedLBHosts {
+		s.taints = []corev1.Taint{{Key: annotation.LoadBalancerHostTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		labels = append(labels, corev1.LabelNodeExcludeBalancers+"=true")
 	}
 	cfg, err := kubeletConfig(s)
 	if err != nil {

@@ -39,8 +39,10 @@ type Options struct {
 
 	// Workers (default 2) and Topology.LBHosts are the nodes, named
 	// node-N and lb-N. Load-balancer hosts are labelled
-	// groundcloud.io/load-balancer=true and, unless SharedLBHosts, tainted
-	// with it (NoSchedule) and labelled
+	// annotation.LoadBalancerHostLabel=true (by the administrator once
+	// registered) and, unless SharedLBHosts, tainted
+	// annotation.LoadBalancerHostTaint (NoSchedule, as they register) and
+	// labelled
 	// node.kubernetes.io/exclude-from-external-load-balancers: dedicated
 	// hosts, as docs/install.md describes.
 	Workers       int

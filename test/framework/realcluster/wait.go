@@ -23,11 +23,12 @@ import (
 const readyTimeout = 8 * time.Minute
 
 // waitReady waits for each node's pod CIDRs and gives the node its network
-// (as a network plugin's agent would), then for every node to be Ready
+// (as a network plugin's agent would) and, to a load-balancer host, its
+// label (as the administrator would), then for every node to be Ready
 // and initialised, then for every component to run (kube-proxy: to have
 // programmed its rules).
 func (c *Cluster) waitReady(ctx context.Context) error {
-	c.logf("waiting for pod CIDRs from node-ipam; writing each node's CNI configuration")
+	c.logf("waiting for pod CIDRs from node-ipam; writing each node's CNI configuration, labelling the load-balancer hosts")
 	for _, n := range c.Nodes {
 		cidrs, err := c.waitPodCIDRs(ctx, n.Name)
 		if err != nil {
@@ -35,6 +36,11 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 		if err := n.writeCNIConfig(cidrs); err != nil {
 			return err
+		}
+		if n.LoadBalancer {
+			if err := c.labelLoadBalancerHost(ctx, n.Name); err != nil {
+				return err
+			}
 		}
 	}
 	c.logf("waiting for every node to be Ready and initialised by groundcloud-controller-manager")
