@@ -48,7 +48,8 @@ const (
 // connections carry on; an agent stopped (SIGTERM) withdraws first: no new
 // connection fails. Then the L2 pool's failover between the three hosts,
 // measured by a client opening a connection every 20 ms and holding four:
-// six addresses spread and the status names each holder; an owner's link
+// six addresses spread and the status names each holder; no alert of
+// deploy/monitoring fires with both kinds of pool in use; an owner's link
 // down: new connections recover in about a second, held ones live on, no
 // other address moves; the host back: its addresses return once, after
 // the hold-down; the apiserver away for 60 s: no failed connection, no
@@ -112,6 +113,8 @@ func TestBGP(t *testing.T) {
 	// (failover_test.go); later checks need the first's addresses.
 	fo := &l2Failover{haScenario: newHAScenario(t, c, dynOf(t, c), "fo")}
 	if t.Run("L2 failover: addresses spread over the hosts; status names the holder", fo.checkSpread) {
+		// Both kinds of pool in use: a BGP pool's and an L2 pool's addresses.
+		t.Run("no alert fires on the healthy cluster, L2 and BGP", func(t *testing.T) { checkNoAlertFires(t, c) })
 		t.Run("L2 failover: an owner's link goes down: new connections recover in about a second, held ones live on", fo.checkLinkDown)
 		t.Run("L2 failover: the host comes back: its addresses return once, after the hold-down", fo.checkComesBack)
 		t.Run("L2 failover: the apiserver away for 60 s: no failed connection, no address moves", fo.checkAPIServerAway)

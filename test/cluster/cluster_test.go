@@ -26,7 +26,8 @@ import (
 // TestCluster runs the real cluster: kubelets and containerd in every node,
 // groundcloud installed from deploy/ as Pods, load-balancer hosts that are
 // Nodes with Pods of their own. It checks the installation, a
-// kubelet-registered Node initialised by our controller manager, then the
+// kubelet-registered Node initialised by our controller manager, that no
+// alert of deploy/monitoring fires on the healthy cluster, then the
 // load-balancer scenarios on the path users run, client → VIP → a node's
 // kube-proxy → a Pod (lb_test.go): every connection answered also when the
 // holder is a Node, UDP, IPv6, Local policy by where the Pods run, a node
@@ -90,6 +91,7 @@ func TestCluster(t *testing.T) {
 	withWeb := func(name string, check func(*testing.T, *lbScenario)) {
 		t.Run(name, func(t *testing.T) { check(t, web) })
 	}
+	t.Run("no alert fires on the healthy cluster", func(t *testing.T) { checkNoAlertFires(t, c) })
 	withWeb("load-balancer host is a Node", func(t *testing.T, s *lbScenario) { checkHostAsNode(t, c, dyn, s) })
 	withWeb("UDP", func(t *testing.T, s *lbScenario) { checkUDP(t, c, s) })
 	withWeb("pod routes", func(t *testing.T, s *lbScenario) { checkPodRoutes(t, c, s) })

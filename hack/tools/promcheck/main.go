@@ -4,6 +4,7 @@
 // what groundcloud's binaries expose.
 //
 //	promcheck [-rules FILE]... [-dashboard FILE]...
+//	promcheck -rules FILE... -samples LABELS=FILE... [-before LABELS=FILE]...
 //
 // Rule files are read by rulefmt as Prometheus loads them (unknown fields
 // are errors; every expression and alert template must parse). Each query
@@ -14,9 +15,21 @@
 // It prints JSON on stdout: {"expressions": [{"source", "expr", "uses":
 // [{"metric", "labels"}]}]}. Every problem goes to stderr, each with its
 // file, and the exit status is 1.
+//
+// With -samples it evaluates instead: each -samples is one /metrics page
+// (Prometheus text format) of one target, LABELS being the target labels
+// a scrape adds (job=agent,instance=lb-1=agent-lb-1.txt). Every alerting
+// rule's expression is evaluated at one instant over all pages, ignoring
+// for: (the caller states that a condition holds, not for how long); a
+// -before page is the same target's scrape one minute earlier, for
+// expressions over counters (increase). It prints JSON: {"evaluated":
+// [alert names], "firing": [{"alert", "source", "samples": [{"labels",
+// "value"}]}]} with each alert whose expression returned samples. A firing
+// alert is no problem of promcheck's: the exit status is 0.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -52,14 +65,22 @@ type Report struct {
 
 func main() {
 	var rules, dashboards files
+	var now, before snapshots
 	flag.Var(&rules, "rules", "a Prometheus rule file (repeatable)")
 	flag.Var(&dashboards, "dashboard", "a Grafana dashboard JSON file (repeatable)")
+	flag.Var(&now, "samples", "evaluate alerting rules over this target's /metrics page: LABEL=VALUE[,LABEL=VALUE]...=FILE (repeatable)")
+	flag.Var(&before, "before", "the same target's page one scrape earlier, like -samples (repeatable)")
 	flag.Parse()
-	if flag.NArg() > 0 || len(rules)+len(dashboards) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: promcheck [-rules FILE]... [-dashboard FILE]...")
+	evaluate := len(now) > 0
+	if flag.NArg() > 0 || len(rules)+len(dashboards) == 0 || (evaluate && (len(rules) == 0 || len(dashboards) > 0)) || (!evaluate && len(before) > 0) {
+		fmt.Fprintln(os.Stderr, "usage: promcheck [-rules FILE]... [-dashboard FILE]...\n"+
+			"       promcheck -rules FILE... -samples LABELS=FILE... [-before LABELS=FILE]...")
 		os.Exit(2)
 	}
 	p := parser.NewParser(parser.Options{})
+	if evaluate {
+		os.Exit(runEval(rules, now, before, p))
+	}
 	var report Report
 	var problems []error
 	for _, f := range rules {
@@ -97,4 +118,28 @@ func expression(p parser.Parser, source, expr string) (Expression, error) {
 		return Expression{}, fmt.Errorf("%s: %w", source, err)
 	}
 	return Expression{Source: source, Expr: expr, Uses: uses}, nil
+}
+
+// runEval evaluates the alerting rules of files over the snapshots, prints
+// the Evaluation and returns the exit status.
+func runEval(rules []string, now, before snapshots, p parser.Parser) int {
+	st, err := loadSnapshots(before, now)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ev, problems := evalRules(context.Background(), rules, p, st)
+	for _, err := range problems {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(ev); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if len(problems) > 0 {
+		return 1
+	}
+	return 0
 }

@@ -133,3 +133,75 @@ func TestPromcheckRefuses(t *testing.T) {
 		t.Errorf("uses (-want +got):\n%s", diff)
 	}
 }
+
+// TestPromcheckEvaluates: with -samples, what an alerting rule's
+// expression sees of the snapshots: target labels, histograms as a scrape
+// stores them, an earlier scrape for counters, a series gone since.
+func TestPromcheckEvaluates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs hack/tools/promcheck; skipped with -short")
+	}
+	bin, err := controlplane.ModuleTool(t.Context(), controlplane.ToolPromcheck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := "# TYPE c counter\nc{reason=\"x\"} 5\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 3\nh_sum 4\nh_count 3\n"
+	tests := []struct {
+		name, expr   string
+		now, before  string
+		wantFiring   []FiringSample
+		wantProblems string
+	}{
+		{
+			name: "target labels", expr: `c{job="agent",instance="lb-1"} > 1`, now: page,
+			wantFiring: []FiringSample{{Labels: map[string]string{"__name__": "c", "instance": "lb-1", "job": "agent", "reason": "x"}, Value: 5}},
+		},
+		{name: "condition false", expr: `c > 5`, now: page},
+		{
+			name: "histogram", expr: `h_bucket{le="+Inf"} == 3 and on () h_count == 3`, now: page,
+			wantFiring: []FiringSample{{Labels: map[string]string{"__name__": "h_bucket", "instance": "lb-1", "job": "agent", "le": "+Inf"}, Value: 3}},
+		},
+		{name: "a counter without an earlier scrape", expr: `increase(c[10m]) > 0`, now: page},
+		{name: "a counter that did not change", expr: `increase(c[10m]) > 0`, now: page, before: page},
+		{
+			// Prometheus extrapolates the increase of 3 over the minute between the scrapes.
+			name: "a counter that grew", expr: `increase(c[10m]) > 0`, now: page, before: strings.Replace(page, "} 5", "} 2", 1),
+			wantFiring: []FiringSample{{Labels: map[string]string{"instance": "lb-1", "job": "agent", "reason": "x"}, Value: 4.5}},
+		},
+		{name: "a series gone since the earlier scrape", expr: `h_sum`, now: "# TYPE c counter\nc{reason=\"x\"} 5\n", before: page},
+		{name: "not the text format", expr: `c`, now: "c{ 1\n", wantProblems: "text format parsing error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rulesFile := filepath.Join(dir, "rules.yaml")
+			if err := os.WriteFile(rulesFile, []byte(rules("'"+tt.expr+"'")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var before []Target
+			if tt.before != "" {
+				before = []Target{{Job: "agent", Instance: "lb-1", Page: tt.before}}
+			}
+			ev, err := EvalAlerts(t.Context(), bin, rulesFile, []Target{{Job: "agent", Instance: "lb-1", Page: tt.now}}, before)
+			if tt.wantProblems != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantProblems) {
+					t.Fatalf("evaluation: %v; want a failure saying %q", err, tt.wantProblems)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []FiringSample
+			for _, f := range ev.Firing {
+				got = append(got, f.Samples...)
+			}
+			if diff := cmp.Diff(tt.wantFiring, got); diff != "" {
+				t.Errorf("firing samples (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"A"}, ev.Evaluated); diff != "" {
+				t.Errorf("evaluated (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
