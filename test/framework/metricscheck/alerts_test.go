@@ -136,6 +136,17 @@ var faults = []fault{
 		fire: []string{"GroundcloudCloudConfigReloadFailing"},
 	},
 	{
+		// An agent started with a typo in a [Machine] section and a BGP
+		// password file it cannot read: it goes on without that peer.
+		name:  "agent cloud-config problems",
+		kinds: clusterKinds,
+		edits: []edit{
+			{lb1, "groundcloud_agent_cloud_config_problems 0", "groundcloud_agent_cloud_config_problems 2"},
+			{lb1, "groundcloud_agent_bgp_peers_left_out 0", "groundcloud_agent_bgp_peers_left_out 1"},
+		},
+		fire: []string{"GroundcloudAgentCloudConfigProblems"},
+	},
+	{
 		// Gossip cut: each host sees only itself.
 		name:  "gossip members missing",
 		kinds: clusterKinds,
