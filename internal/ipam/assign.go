@@ -30,7 +30,12 @@ func (a *Allocator) Assign(req Request) (Allocation, error) {
 	if cur != nil {
 		a.unhold(req.Key, cur, alloc.Addresses...)
 	}
-	a.hold(req.Key, &record{alloc: alloc, sharingKey: req.SharingKey, ports: req.Ports})
+	rec := &record{alloc: alloc, sharingKey: req.SharingKey, ports: req.Ports, forwarding: req.Forwarding}
+	if cur != nil {
+		rec.served = cur.served // an orphan kept outside its pool
+	}
+	rec.served = a.served(rec)
+	a.hold(req.Key, rec)
 	return alloc.clone(), nil
 }
 

@@ -10,7 +10,10 @@
 // nothing here.
 //
 // The pure core: sourceranges.go (a Service's source ranges, failing
-// closed), limits.go and spec.go (Service + allocation -> spec).
+// closed), limits.go and spec.go (Service + allocation -> spec),
+// announce.go and forwarding.go (what a pool and the allocator add to it).
+// serving.go keeps, for an orphan outside its pool, the spec.announce it
+// was served with.
 // manager.go, write.go and reconcile.go are the shell that talks to the
 // apiserver.
 //

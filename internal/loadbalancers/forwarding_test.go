@@ -8,41 +8,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/annotation"
-	"github.com/groundcloud/groundcloud/internal/config"
 )
-
-func TestForwarding(t *testing.T) {
-	passthrough := &config.Pool{Name: "p", Forwarding: config.ForwardingPassthrough}
-	proxy := &config.Pool{Name: "q", Forwarding: config.ForwardingProxy}
-	for _, tt := range []struct {
-		name       string
-		annotation string // "-": none
-		pool       *config.Pool
-		want       string
-		wantErr    string
-	}{
-		{"the pool's passthrough", "-", passthrough, v1alpha1.ForwardingPassthrough, ""},
-		{"the pool's proxy", "-", proxy, v1alpha1.ForwardingProxy, ""},
-		{"a pool no longer configured: the default", "-", nil, v1alpha1.ForwardingPassthrough, ""},
-		{"the annotation over the pool", "proxy", passthrough, v1alpha1.ForwardingProxy, ""},
-		{"the annotation in any case, with spaces", " Passthrough ", proxy, v1alpha1.ForwardingPassthrough, ""},
-		{"a bad annotation: the pool's, and an error", "dsr", proxy, v1alpha1.ForwardingProxy, `"dsr" is not a forwarding mode`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var mods []func(*v1.Service)
-			if tt.annotation != "-" {
-				mods = append(mods, withAnnotation(annotation.Forwarding, tt.annotation))
-			}
-			got, err := Forwarding(newSvc("web", mods...), tt.pool)
-			if got != tt.want {
-				t.Errorf("Forwarding = %q, want %q", got, tt.want)
-			}
-			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("error = %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
-}
 
 func TestServiceStatusIPMode(t *testing.T) {
 	for fwd, want := range map[string]v1.LoadBalancerIPMode{
