@@ -4,8 +4,9 @@
 // objects (the durable allocation records) before the first Ensure.
 //
 // Only Ensure assigns. A reconcile queue refreshes what the allocator holds:
-// it writes again an object deleted behind its back (same addresses) or
-// whose spec someone else changed. The objects name no node: the agents
+// it writes again an object deleted behind its back (same addresses),
+// whose spec someone else changed, or that a reload of the cloud-config
+// changes (a pool's settings, the cluster health check). The objects name no node: the agents
 // apply internal/backends to the Nodes themselves, so a node change writes
 // nothing here.
 //

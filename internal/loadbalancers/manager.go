@@ -50,9 +50,10 @@ var errNotReady = errors.New("load balancer records are still being read; retryi
 //
 // Ensure is the only path that assigns addresses. Everything else refreshes
 // what the allocator already holds: the reconcile queue (reconcile.go)
-// re-creates an object deleted behind its back and writes back a spec
-// someone else changed. Nodes are not part of the objects: agents follow
-// the Nodes themselves (internal/backends), so a node change writes nothing.
+// re-creates an object deleted behind its back, writes back a spec someone
+// else changed, and rewrites those a reload changes. Nodes are not part of
+// the objects: agents follow the Nodes themselves (internal/backends), so a
+// node change writes nothing.
 // Ensure, Delete and the queue hold a per-Service lock, so a refresh never
 // writes for a Service after its Delete has released it.
 type Manager struct {
@@ -347,18 +348,23 @@ func (m *Manager) waitReady(ctx context.Context) error {
 	}
 }
 
-// refreshPools applies a reloaded cloud-config's pools (and its cluster
-// health check, to every LoadBalancer through the queue) and reports
-// whether there was one. Callers hold mu.
+// refreshPools applies a reloaded cloud-config's pools and reports
+// whether there was one. The LoadBalancers whose spec the reload changes
+// follow through the queue: those a pool edit serves otherwise (forwarding,
+// announce, hosts, BGP attributes), or all of them when the cluster health
+// check changed. Callers hold mu.
 func (m *Manager) refreshPools() bool {
 	cfg := m.config()
 	if cfg == m.poolsFrom {
 		return false
 	}
+	before := m.servingAll()
 	m.alloc.SetPools(cfg.Pools)
 	m.keepAnnounces(m.poolsFrom)
 	if m.poolsFrom.Global.ClusterHealthCheck != cfg.Global.ClusterHealthCheck {
 		m.enqueueAll() // every LoadBalancer's health check follows
+	} else {
+		m.enqueueChanged(before)
 	}
 	m.poolsFrom = cfg
 	m.pools.Due()

@@ -1,6 +1,7 @@
 package loadbalancers
 
 import (
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
@@ -56,5 +57,43 @@ func (m *Manager) keepRecordAnnounce(lb *v1alpha1.LoadBalancer) {
 	key := keyOfLB(lb)
 	if _, served := m.alloc.ServingPool(key); !served {
 		m.kept[key] = lb.Spec.Announce.DeepCopy()
+	}
+}
+
+// serving is the part of a LoadBalancer's spec its pool gives.
+type serving struct {
+	forwarding config.Forwarding
+	announce   *v1alpha1.Announce
+}
+
+// servingLocked is how what key holds is served. Callers hold mu.
+func (m *Manager) servingLocked(key types.NamespacedName) serving {
+	terms, _ := m.alloc.Terms(key)
+	return serving{forwarding: terms.Served, announce: m.announceLocked(key)}
+}
+
+// servingAll is how what each LoadBalancer's Service holds is served.
+// Callers hold mu.
+func (m *Manager) servingAll() map[types.NamespacedName]serving {
+	lbs, err := m.lister.List()
+	if err != nil {
+		return nil
+	}
+	out := make(map[types.NamespacedName]serving, len(lbs))
+	for _, lb := range lbs {
+		out[keyOfLB(lb)] = m.servingLocked(keyOfLB(lb))
+	}
+	return out
+}
+
+// enqueueChanged queues the LoadBalancers that are served otherwise than
+// before says: a reload changed what their pool gives them. Callers hold
+// mu.
+func (m *Manager) enqueueChanged(before map[types.NamespacedName]serving) {
+	for key, was := range before {
+		now := m.servingLocked(key)
+		if now.forwarding != was.forwarding || !equality.Semantic.DeepEqual(now.announce, was.announce) {
+			m.queue.Add(key)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package loadbalancers
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -92,6 +93,65 @@ func TestOrphanKeepsHowItIsServed(t *testing.T) {
 				t.Fatal(err)
 			}
 			check("re-ensured after a restart")
+		})
+	}
+}
+
+// edgePool is a cloud-config with pool "default" and pool "edge", whose
+// settings are body.
+func edgePool(body string) string {
+	return "[Global]\nregion = lab\n\n[Pool \"default\"]\n" + defaultRanges + "\n" +
+		"[Pool \"edge\"]\n" + edgeRanges + "auto-assign = false\n" + body + "\n" +
+		"[BGPPeer \"tor\"]\naddress = 10.0.0.1\nasn = 64512\nlocal-asn = 64513\n"
+}
+
+const edgeBody = "announce = bgp\nforwarding = proxy\nhosts = example.net/edge=true\nbgp-community = 64512:100\nbgp-local-preference = 200\n"
+
+// TestPoolEditReachesLoadBalancers: a reload that changes a pool setting
+// a LoadBalancer's spec carries rewrites the LoadBalancers of that pool at
+// once, without any change to their Services; a Service's own forwarding
+// stays, and the LoadBalancers of other pools are not written.
+func TestPoolEditReachesLoadBalancers(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		body string
+	}{
+		{"announce l2", "forwarding = proxy\nhosts = example.net/edge=true\n"},
+		{"hosts", strings.Replace(edgeBody, "example.net/edge=true", "example.net/edge=false", 1)},
+		{"forwarding", strings.Replace(edgeBody, "forwarding = proxy", "forwarding = passthrough", 1)},
+		{"communities", strings.Replace(edgeBody, "64512:100", "64512:200\nbgp-community = 64512:300", 1)},
+		{"local preference", strings.Replace(edgeBody, "= 200", "= 300", 1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg atomic.Pointer[config.Config]
+			cfg.Store(mustParse(t, edgePool(edgeBody)))
+			h := startManagerConfig(t, newFakeDynamic(), &cfg)
+			h.mustEnsure(newSvc("web", withAnnotation(annotation.Pool, "edge")))
+			h.mustEnsure(newSvc("own", withAnnotation(annotation.Pool, "edge"), withAnnotation(annotation.Forwarding, "proxy")))
+			h.mustEnsure(newSvc("other"))
+			waitCached(t, h.m, 3)
+			h.dyn.ClearActions()
+
+			edited := mustParse(t, edgePool(tt.body))
+			cfg.Store(edited)
+			pool, _ := edited.Pool("edge")
+			want := Announce(pool)
+			h.eventually("web's spec to follow the pool", func() bool {
+				spec := h.object("web").Spec
+				return spec.Forwarding == apiForwarding(pool.Forwarding) && cmp.Equal(spec.Announce, want)
+			})
+			h.eventually("own's announce to follow the pool", func() bool {
+				return cmp.Equal(h.object("own").Spec.Announce, want)
+			})
+			if got := h.object("own").Spec.Forwarding; got != v1alpha1.ForwardingProxy {
+				t.Errorf("own's forwarding = %q, want its own Proxy", got)
+			}
+			h.settle("other")
+			for _, w := range apiWrites(h.dyn) {
+				if strings.HasSuffix(w, " other") {
+					t.Errorf("an edit of pool edge wrote %q", w)
+				}
+			}
 		})
 	}
 }
