@@ -143,9 +143,10 @@ func (a *Allocator) Release(key types.NamespacedName) {
 // used twice — is refused with an error and nothing is recorded, so that
 // no address ever has two owners. Services of different namespaces that
 // share an address under one key are restored even where the pool does not
-// allow sharing across namespaces: they shared it before that rule (or
-// before the pool's setting changed), and each keeps its address; no other
-// Service joins them. Restoring a Service again replaces its record.
+// allow sharing across namespaces, or with different forwarding: they
+// shared it before that rule (or before the pool's setting changed), and
+// each keeps its address; no other Service joins them. Restoring a Service
+// again replaces its record.
 func (a *Allocator) Restore(key types.NamespacedName, alloc Allocation, t Terms) error {
 	if err := checkRecord(key, alloc); err != nil {
 		return fmt.Errorf("service %s: cannot restore: %w", key, err)
@@ -207,17 +208,21 @@ func (a *Allocator) Usage() []PoolUsage {
 	return out
 }
 
-// conflict reports why key may not hold addr with sharingKey and ports,
+// conflict reports why req may not hold addr, served with forwarding fwd,
 // given the other Services holding it: as collision, and besides a Service
 // joins only Services of its own namespace unless the address's pool
-// allows sharing across namespaces. A Service that holds addr already keeps
-// it, whoever shares it: records restored from before sharing keys were
-// scoped to a namespace must keep their addresses.
-func (a *Allocator) conflict(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
-	if err := a.foreignOwners(addr, key, sharingKey); err != nil {
+// allows sharing across namespaces, and only Services that forward the
+// address as it would (sameForwarding). A Service that holds addr already
+// keeps it, whoever shares it: records restored from before sharing keys
+// were scoped to a namespace must keep their addresses.
+func (a *Allocator) conflict(addr netip.Addr, req *Request, fwd config.Forwarding) error {
+	if err := a.foreignOwners(addr, req.Key, req.SharingKey); err != nil {
 		return err
 	}
-	return a.collision(addr, key, sharingKey, ports)
+	if err := a.collision(addr, req.Key, req.SharingKey, req.Ports); err != nil {
+		return err
+	}
+	return a.sameForwarding(addr, req, fwd)
 }
 
 // foreignOwners refuses addr to key when Services of another namespace

@@ -45,17 +45,21 @@
 // returned in the order of the request's families.
 //
 // Sharing. An address is held by one Service, or by several that all have
-// the same non-empty sharing key and no (protocol, port) in common.
-// Nothing else ever shares. A key is scoped to its namespace: a Service
-// joins an address only when every Service holding it is of its own
-// namespace, unless the address's pool sets allow-cross-namespace-sharing —
-// knowing another namespace's key is not enough to add a port to its
-// address. A Service keeps an address it holds, whoever shares it, and
-// Restore does not apply the namespace rule: Services that shared an
-// address across namespaces before the rule (or before their pool turned
-// the setting off) keep it, and no other Service of another namespace
-// joins them. Messages about an address held in another namespace name
-// neither its Services nor their key.
+// the same non-empty sharing key, no (protocol, port) in common and the
+// same forwarding (hosts announce an address, not a port: see
+// forwarding.go). Nothing else ever shares. A key is scoped to its
+// namespace: a Service joins an address only when every Service holding it
+// is of its own namespace, unless the address's pool sets
+// allow-cross-namespace-sharing — knowing another namespace's key is not
+// enough to add a port to its address. A Service keeps an address it
+// holds, whoever shares it, and Restore applies neither the namespace rule
+// nor the forwarding one: Services that shared an address across
+// namespaces before the rule (or before their pool turned the setting off)
+// keep it, and no other Service of another namespace joins them; a pool
+// edit that changes the forwarding of some sharers (those that ask for
+// none) moves no one either. A sharer that asks for another forwarding
+// itself is checked as a Service joining. Messages about an address held
+// in another namespace name neither its Services nor their key.
 //
 // Picking. For each family the Allocator keeps the address the Service
 // holds if it still may; else, with a sharing key, takes the lowest address

@@ -2,6 +2,8 @@ package ipam
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,4 +85,46 @@ func (a *Allocator) ServingPool(key types.NamespacedName) (*config.Pool, bool) {
 		return p.Pool, true
 	}
 	return nil, false
+}
+
+// forwardingIn is the forwarding req's addresses would be served with in p.
+func (req *Request) forwardingIn(p *pool) config.Forwarding {
+	if req.Forwarding != "" {
+		return req.Forwarding
+	}
+	return poolForwarding(p.Pool)
+}
+
+// sameForwarding refuses addr to req, which would be served with fwd, when
+// another Service holding it is served otherwise. Hosts choose how to
+// announce and forward an address, not a port: under BGP a passthrough
+// address is advertised by every host, so a proxy Service beside it would
+// have its flows sent to hosts without their conntrack state. A Service
+// that holds addr already keeps it while it asks for the forwarding it
+// asked for before: a pool edit, or records from before this rule, may
+// leave an address forwarded both ways, and that must move no one.
+func (a *Allocator) sameForwarding(addr netip.Addr, req *Request, fwd config.Forwarding) error {
+	h := a.held[addr]
+	if h == nil {
+		return nil
+	}
+	if slices.Contains(h.owners, req.Key) && a.records[req.Key].forwarding == req.Forwarding {
+		return nil
+	}
+	var others []config.Forwarding
+	var by types.NamespacedName
+	for _, o := range h.owners {
+		if f := a.served(a.records[o]); o != req.Key && !slices.Contains(others, f) {
+			others, by = append(others, f), o
+		}
+	}
+	switch {
+	case len(others) > 1:
+		return fmt.Errorf("%w: %s is forwarded both passthrough and proxy by the Services sharing it (after an edit of their pool); use another address",
+			ErrSharingConflict, addr)
+	case len(others) == 1 && others[0] != fwd:
+		return fmt.Errorf("%w: %s is forwarded %s by %s, not %s; Services that share an address must forward it alike: set annotation %s to %s, or use another address",
+			ErrSharingConflict, addr, others[0], by, fwd, annotation.Forwarding, others[0])
+	}
+	return nil
 }

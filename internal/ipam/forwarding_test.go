@@ -1,11 +1,13 @@
 package ipam
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
 )
 
@@ -121,4 +123,68 @@ func TestOrphanKeepsItsForwarding(t *testing.T) {
 	if got := served(t, a, "web"); got != passthrough {
 		t.Errorf("served by its pool again: %q, want the pool's passthrough", got)
 	}
+}
+
+// TestSharersKeepTheirAddress: the Services on an address must forward it
+// alike when one joins it or changes its own forwarding; a pool edit that
+// makes them differ, or records from before the rule, move no one.
+func TestSharersKeepTheirAddress(t *testing.T) {
+	x := newService("x", withSharing("k"), withPorts("TCP/80"))
+	y := newService("y", withIPs("10.0.0.0"), withSharing("k"), withPorts("TCP/443"), withForwarding("passthrough"))
+
+	t.Run("a pool edit", func(t *testing.T) {
+		a := New([]*config.Pool{newPool("p", ranges("10.0.0.0/30"))})
+		mustAssign(t, a, x)
+		mustAssign(t, a, y)
+		a.SetPools([]*config.Pool{newPool("p", ranges("10.0.0.0/30"), forwarding(proxy))})
+		for _, svc := range []*v1.Service{x, y} {
+			if got := mustAssign(t, a, svc); got.Addresses[0] != addrs("10.0.0.0")[0] {
+				t.Errorf("%s moved to %v after a pool edit", svc.Name, got.Addresses)
+			}
+		}
+		if fx, fy := served(t, a, "x"), served(t, a, "y"); fx != proxy || fy != passthrough {
+			t.Errorf("served x %q, y %q; want the pool's proxy and y's own passthrough", fx, fy)
+		}
+		for _, f := range []string{"proxy", "passthrough"} {
+			z := newService("z", withIPs("10.0.0.0"), withSharing("k"), withPorts("TCP/53"), withForwarding(f))
+			if _, err := a.Assign(mustRequest(t, z)); !errors.Is(err, ErrSharingConflict) {
+				t.Errorf("a %s Service joining an address forwarded both ways: %v, want ErrSharingConflict", f, err)
+			}
+		}
+	})
+
+	t.Run("a sharer's own edit", func(t *testing.T) {
+		a := New([]*config.Pool{newPool("p", ranges("10.0.0.0/30"))})
+		mustAssign(t, a, x)
+		mustAssign(t, a, y)
+		edited := y.DeepCopy()
+		edited.Annotations[annotation.Forwarding] = "proxy"
+		if _, err := a.Assign(mustRequest(t, edited)); !errors.Is(err, ErrSharingConflict) {
+			t.Fatalf("y asking for proxy beside x's passthrough: %v, want ErrSharingConflict", err)
+		}
+		if got := served(t, a, "y"); got != passthrough {
+			t.Errorf("after the refused edit y is served %q, want passthrough kept", got)
+		}
+	})
+
+	t.Run("records from before the rule", func(t *testing.T) {
+		a := New([]*config.Pool{newPool("p", ranges("10.0.0.0/30"))})
+		for _, r := range []struct {
+			name string
+			t    Terms
+		}{
+			{"x", Terms{SharingKey: "k", Ports: []Port{{"TCP", 80}}}},
+			{"y", Terms{SharingKey: "k", Ports: []Port{{"TCP", 443}}, Forwarding: proxy}},
+		} {
+			if err := a.Restore(key(r.name), alloc("p", "10.0.0.0"), r.t); err != nil {
+				t.Fatal(err)
+			}
+		}
+		proxyY := newService("y", withIPs("10.0.0.0"), withSharing("k"), withPorts("TCP/443"), withForwarding("proxy"))
+		for _, svc := range []*v1.Service{x, proxyY} {
+			if got := mustAssign(t, a, svc); got.Addresses[0] != addrs("10.0.0.0")[0] {
+				t.Errorf("%s moved to %v", svc.Name, got.Addresses)
+			}
+		}
+	})
 }
