@@ -61,7 +61,11 @@ func (p *pool) contains(a netip.Addr) bool {
 type record struct {
 	alloc      Allocation
 	sharingKey string
-	ports      []Port // sorted, distinct
+	ports      []Port            // sorted, distinct
+	forwarding config.Forwarding // the Service's own; "": its pool's
+	// served is the forwarding its addresses were served with when it was
+	// last assigned, restored or the pools replaced; see served.
+	served config.Forwarding
 }
 
 // holding is the state of one held address. Every owner has the same
@@ -87,8 +91,12 @@ func New(pools []*config.Pool) *Allocator {
 
 // SetPools replaces the pools, as after a config reload. No allocation
 // changes: those the new pools would not grant become orphans (see
-// Orphans) and keep their addresses.
+// Orphans) and keep their addresses, and those outside their pool now keep
+// the forwarding they were served with.
 func (a *Allocator) SetPools(pools []*config.Pool) {
+	for _, rec := range a.records {
+		rec.served = a.served(rec)
+	}
 	a.pools = nil
 	a.byName = map[string]*pool{}
 	for _, cp := range pools {
@@ -135,14 +143,18 @@ func (a *Allocator) Release(key types.NamespacedName) {
 // used twice — is refused with an error and nothing is recorded, so that
 // no address ever has two owners. Services of different namespaces that
 // share an address under one key are restored even where the pool does not
-// allow sharing across namespaces: they shared it before that rule (or
-// before the pool's setting changed), and each keeps its address; no other
-// Service joins them. Restoring a Service again replaces its record.
-func (a *Allocator) Restore(key types.NamespacedName, alloc Allocation, sharingKey string, ports []Port) error {
+// allow sharing across namespaces, or with different forwarding: they
+// shared it before that rule (or before the pool's setting changed), and
+// each keeps its address; no other Service joins them. Restoring a Service
+// again replaces its record.
+func (a *Allocator) Restore(key types.NamespacedName, alloc Allocation, t Terms) error {
 	if err := checkRecord(key, alloc); err != nil {
 		return fmt.Errorf("service %s: cannot restore: %w", key, err)
 	}
-	rec := &record{alloc: alloc.clone(), sharingKey: sharingKey, ports: normalizePorts(ports)}
+	if msg := checkForwarding(t.Forwarding); msg != "" {
+		return fmt.Errorf("service %s: cannot restore: %w: %s", key, ErrInvalidRequest, msg)
+	}
+	rec := &record{alloc: alloc.clone(), sharingKey: t.SharingKey, ports: normalizePorts(t.Ports), forwarding: t.Forwarding, served: t.Served}
 	for _, addr := range rec.alloc.Addresses {
 		if err := a.collision(addr, key, rec.sharingKey, rec.ports); err != nil {
 			return fmt.Errorf("service %s: cannot restore: %w", key, err)
@@ -196,17 +208,21 @@ func (a *Allocator) Usage() []PoolUsage {
 	return out
 }
 
-// conflict reports why key may not hold addr with sharingKey and ports,
+// conflict reports why req may not hold addr, served with forwarding fwd,
 // given the other Services holding it: as collision, and besides a Service
 // joins only Services of its own namespace unless the address's pool
-// allows sharing across namespaces. A Service that holds addr already keeps
-// it, whoever shares it: records restored from before sharing keys were
-// scoped to a namespace must keep their addresses.
-func (a *Allocator) conflict(addr netip.Addr, key types.NamespacedName, sharingKey string, ports []Port) error {
-	if err := a.foreignOwners(addr, key, sharingKey); err != nil {
+// allows sharing across namespaces, and only Services that forward the
+// address as it would (sameForwarding). A Service that holds addr already
+// keeps it, whoever shares it: records restored from before sharing keys
+// were scoped to a namespace must keep their addresses.
+func (a *Allocator) conflict(addr netip.Addr, req *Request, fwd config.Forwarding) error {
+	if err := a.foreignOwners(addr, req.Key, req.SharingKey); err != nil {
 		return err
 	}
-	return a.collision(addr, key, sharingKey, ports)
+	if err := a.collision(addr, req.Key, req.SharingKey, req.Ports); err != nil {
+		return err
+	}
+	return a.sameForwarding(addr, req, fwd)
 }
 
 // foreignOwners refuses addr to key when Services of another namespace

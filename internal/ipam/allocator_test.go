@@ -399,7 +399,7 @@ func TestRestore(t *testing.T) {
 		{key: "dup", alloc: alloc("a", "10.0.0.0"), ports: ports("TCP/53")},
 	}
 	for i, s := range steps {
-		err := a.Restore(key(s.key), s.alloc, s.sharingKey, s.ports)
+		err := a.Restore(key(s.key), s.alloc, Terms{SharingKey: s.sharingKey, Ports: s.ports})
 		if s.wantErr != nil {
 			if !errors.Is(err, s.wantErr) {
 				t.Fatalf("step %d: Restore(%s) error = %v, want %v", i, s.key, err, s.wantErr)
@@ -476,7 +476,7 @@ func TestCrossNamespaceSharersKeepTheirAddress(t *testing.T) {
 	restored := New(scoped)
 	for _, svc := range []*v1.Service{x, y} {
 		req := mustRequest(t, svc)
-		if err := restored.Restore(req.Key, shared, req.SharingKey, req.Ports); err != nil {
+		if err := restored.Restore(req.Key, shared, Terms{SharingKey: req.SharingKey, Ports: req.Ports}); err != nil {
 			t.Fatalf("Restore(%s): %v", req.Key, err)
 		}
 	}

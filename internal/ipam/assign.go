@@ -30,7 +30,12 @@ func (a *Allocator) Assign(req Request) (Allocation, error) {
 	if cur != nil {
 		a.unhold(req.Key, cur, alloc.Addresses...)
 	}
-	a.hold(req.Key, &record{alloc: alloc, sharingKey: req.SharingKey, ports: req.Ports})
+	rec := &record{alloc: alloc, sharingKey: req.SharingKey, ports: req.Ports, forwarding: req.Forwarding}
+	if cur != nil {
+		rec.served = cur.served // an orphan kept outside its pool
+	}
+	rec.served = a.served(rec)
+	a.hold(req.Key, rec)
 	return alloc.clone(), nil
 }
 
@@ -109,8 +114,9 @@ func (a *Allocator) keepOrphan(req *Request, cur *record) (Allocation, bool) {
 			return Allocation{}, false
 		}
 	}
+	fwd := a.served(&record{alloc: cur.alloc, forwarding: req.Forwarding, served: cur.served})
 	for _, addr := range kept {
-		if a.conflict(addr, req.Key, req.SharingKey, req.Ports) != nil {
+		if a.conflict(addr, req, fwd) != nil {
 			return Allocation{}, false
 		}
 	}
@@ -255,7 +261,7 @@ func (a *Allocator) tryPool(req *Request, cur *record, p *pool) ([]netip.Addr, [
 				return nil, nil, fmt.Errorf("%w: %s is not in pool %q (%s); request an address of the pool, or remove annotation %s",
 					ErrNotInPool, want, p.Name, rangeList(p.Pool), annotation.Pool)
 			}
-			if err := a.conflict(want, req.Key, req.SharingKey, req.Ports); err != nil {
+			if err := a.conflict(want, req, req.forwardingIn(p)); err != nil {
 				return nil, nil, err
 			}
 			addrs = append(addrs, want)
@@ -285,7 +291,7 @@ func requested(req *Request, f family) (netip.Addr, bool) {
 func (a *Allocator) pick(req *Request, cur *record, p *pool, f family) (netip.Addr, bool) {
 	if cur != nil {
 		for _, addr := range cur.alloc.Addresses {
-			if familyOf(addr) == f && p.contains(addr) && a.conflict(addr, req.Key, req.SharingKey, req.Ports) == nil {
+			if familyOf(addr) == f && p.contains(addr) && a.conflict(addr, req, req.forwardingIn(p)) == nil {
 				return addr, true
 			}
 		}
@@ -314,7 +320,7 @@ func (a *Allocator) lowestShared(req *Request, p *pool, f family) (netip.Addr, b
 		if h := a.held[addr]; len(h.owners) == 1 && h.owners[0] == req.Key {
 			continue
 		}
-		if a.conflict(addr, req.Key, req.SharingKey, req.Ports) == nil {
+		if a.conflict(addr, req, req.forwardingIn(p)) == nil {
 			best = addr
 		}
 	}

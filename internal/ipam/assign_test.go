@@ -19,7 +19,7 @@ import (
 // assigned already. Its cases are in testdata/assign.txt, one a paragraph:
 //
 //	case <name>
-//	pool <name> <range>... [manual] [cross-namespace] [namespaces=<ns>,...]
+//	pool <name> <range>... [manual] [cross-namespace] [namespaces=<ns>,...] [forwarding=proxy]
 //	before <service>       (assigned first, in order; must succeed)
 //	assign <service>       (the Assign checked)
 //	want <pool> <address>...
@@ -30,8 +30,8 @@ import (
 //	contains <text>        (a part of the message)
 //	omits <text>           (what another namespace must not learn)
 //
-// A <service> is a name and options: namespace=, pool=, ips= and sharing=
-// (its annotations), ports=TCP/80,UDP/53, policy=PreferDualStack,
+// A <service> is a name and options: namespace=, pool=, ips=, sharing=
+// and forwarding= (its annotations), ports=TCP/80,UDP/53, policy=PreferDualStack,
 // families=IPv6,IPv4 and loadBalancerIP=. Lines starting with # are
 // comments.
 func TestAssign(t *testing.T) {
@@ -193,7 +193,7 @@ var sentinelsByName = map[string]error{
 	"ErrPoolExhausted":       ErrPoolExhausted,
 }
 
-// parsePool reads "name range... [manual] [cross-namespace] [namespaces=a,b]".
+// parsePool reads "name range... [manual] [cross-namespace] [namespaces=a,b] [forwarding=f]".
 func parsePool(s string) (*config.Pool, error) {
 	f := strings.Fields(s)
 	if len(f) == 0 {
@@ -208,6 +208,8 @@ func parsePool(s string) (*config.Pool, error) {
 			p.AllowCrossNamespaceSharing = true
 		case k == "namespaces":
 			p.Namespaces = strings.Split(v, ",")
+		case k == "forwarding":
+			p.Forwarding = config.Forwarding(v)
 		default:
 			r, err := config.ParseAddrRange(w)
 			if err != nil {
@@ -242,6 +244,8 @@ func parseService(s string) (*v1.Service, error) {
 			mods = append(mods, withIPs(v))
 		case "sharing":
 			mods = append(mods, withSharing(v))
+		case "forwarding":
+			mods = append(mods, withForwarding(v))
 		case "loadBalancerIP":
 			mods = append(mods, withLoadBalancerIP(v))
 		case "ports":

@@ -48,7 +48,7 @@ func BenchmarkRestore(b *testing.B) {
 				r := New(benchPools())
 				for _, req := range reqs {
 					rec := a.records[req.Key]
-					if err := r.Restore(req.Key, rec.alloc, rec.sharingKey, rec.ports); err != nil {
+					if err := r.Restore(req.Key, rec.alloc, Terms{SharingKey: rec.sharingKey, Ports: rec.ports}); err != nil {
 						b.Fatal(err)
 					}
 				}

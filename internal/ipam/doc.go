@@ -7,10 +7,12 @@
 //     spec.ipFamilyPolicy), requested addresses (annotation
 //     groundcloud.io/load-balancer-ips, else the deprecated
 //     spec.loadBalancerIP), its sharing key (annotation
-//     groundcloud.io/allow-shared-ip) and its ports; the annotations' names
+//     groundcloud.io/allow-shared-ip), its forwarding (annotation
+//     groundcloud.io/forwarding) and its ports; the annotations' names
 //     are internal/annotation's;
-//   - the Allocator, which applies the rules below, and reports pool usage
-//     (for metrics) and orphans.
+//   - the Allocator, which applies the rules below, reports pool usage
+//     (for metrics) and orphans, and says which forwarding each Service's
+//     addresses are served with and which pool's settings serve them.
 //
 // It must not do I/O, talk to the apiserver, log, start goroutines or read a
 // clock. The durable records are the LoadBalancer objects: the caller
@@ -43,17 +45,21 @@
 // returned in the order of the request's families.
 //
 // Sharing. An address is held by one Service, or by several that all have
-// the same non-empty sharing key and no (protocol, port) in common.
-// Nothing else ever shares. A key is scoped to its namespace: a Service
-// joins an address only when every Service holding it is of its own
-// namespace, unless the address's pool sets allow-cross-namespace-sharing —
-// knowing another namespace's key is not enough to add a port to its
-// address. A Service keeps an address it holds, whoever shares it, and
-// Restore does not apply the namespace rule: Services that shared an
-// address across namespaces before the rule (or before their pool turned
-// the setting off) keep it, and no other Service of another namespace
-// joins them. Messages about an address held in another namespace name
-// neither its Services nor their key.
+// the same non-empty sharing key, no (protocol, port) in common and the
+// same forwarding (hosts announce an address, not a port: see
+// forwarding.go). Nothing else ever shares. A key is scoped to its
+// namespace: a Service joins an address only when every Service holding it
+// is of its own namespace, unless the address's pool sets
+// allow-cross-namespace-sharing — knowing another namespace's key is not
+// enough to add a port to its address. A Service keeps an address it
+// holds, whoever shares it, and Restore applies neither the namespace rule
+// nor the forwarding one: Services that shared an address across
+// namespaces before the rule (or before their pool turned the setting off)
+// keep it, and no other Service of another namespace joins them; a pool
+// edit that changes the forwarding of some sharers (those that ask for
+// none) moves no one either. A sharer that asks for another forwarding
+// itself is checked as a Service joining. Messages about an address held
+// in another namespace name neither its Services nor their key.
 //
 // Picking. For each family the Allocator keeps the address the Service
 // holds if it still may; else, with a sharing key, takes the lowest address
@@ -86,13 +92,23 @@
 // that now holds its addresses and may serve the request adopts them (a
 // renamed pool, say); otherwise Assign keeps the orphan as it is while it
 // satisfies the request apart from pool membership, and moves it only when
-// the request changes so that it does not. Release frees it.
+// the request changes so that it does not. Release frees it. While its pool
+// still contains its addresses (it no longer allows the namespace), the
+// pool serves it (ServingPool). Once the pool is gone or no longer
+// contains them, nothing does: it keeps the forwarding it was served with
+// (Terms.Served), and the caller keeps whatever else its pool gave it, so
+// that a config edit changes nothing for it until it is resolved.
 //
 // Restarts. Restore accepts addresses outside every pool (they become
-// orphans) but refuses a record that collides with one restored before —
+// orphans, served with the forwarding the record says) but refuses a record that collides with one restored before —
 // the same address without a matching sharing key, or a port used twice —
 // so that an address never has two owners; the caller must resolve the
 // refused Service, typically by assigning it anew.
+//
+// Forwarding. A Service's addresses are served with the forwarding it asks
+// for, else with its pool's (passthrough when the pool sets none); a value
+// it cannot use counts as none (ServiceForwarding reports it). A pool edit
+// changes the forwarding of the Services that ask for none.
 //
 // Errors wrap the Err* sentinels (check with errors.Is) and name the
 // Service, the pool and what to change.

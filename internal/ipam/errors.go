@@ -22,7 +22,8 @@ var (
 	// not share it with this one (no sharing key, or another one).
 	ErrAddressInUse = errors.New("address in use")
 	// ErrSharingConflict: a requested address is held under the same sharing
-	// key, but a port (protocol and number) is used on it already.
+	// key, but a port (protocol and number) is used on it already, or the
+	// Services on it forward it otherwise.
 	ErrSharingConflict = errors.New("sharing conflict")
 	// ErrFamilyUnavailable: no pool the request may use has addresses of a
 	// family it requires.

@@ -147,3 +147,9 @@ func mustAssign(t testing.TB, a *Allocator, svc *v1.Service) Allocation {
 	}
 	return got
 }
+
+func withForwarding(f string) func(*v1.Service) { return withAnnotation(annotation.Forwarding, f) }
+
+func forwarding(f config.Forwarding) func(*config.Pool) {
+	return func(p *config.Pool) { p.Forwarding = f }
+}

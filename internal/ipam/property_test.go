@@ -315,7 +315,7 @@ func (m *propModel) restart() {
 	m.rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	for _, k := range keys {
 		rec := m.records[k]
-		if err := b.Restore(k, rec.alloc, rec.sharing, rec.ports); err != nil {
+		if err := b.Restore(k, rec.alloc, Terms{SharingKey: rec.sharing, Ports: rec.ports}); err != nil {
 			m.fatalf("restore: %v", err)
 		}
 	}
@@ -343,7 +343,7 @@ func (m *propModel) collidingRestore() {
 	if rec.sharing != "" && m.rng.IntN(2) == 0 {
 		sharing, want = rec.sharing, ErrSharingConflict
 	}
-	if err := m.a.Restore(ghost, alloc, sharing, ports); !errors.Is(err, want) {
+	if err := m.a.Restore(ghost, alloc, Terms{SharingKey: sharing, Ports: ports}); !errors.Is(err, want) {
 		m.fatalf("colliding restore of %v (%v): error %v, want %v", alloc, rec.alloc, err, want)
 	}
 	if _, ok := m.a.Lookup(ghost); ok {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundcloud/groundcloud/internal/annotation"
+	"github.com/groundcloud/groundcloud/internal/config"
 )
 
 const ipsHint = "use comma-separated addresses, at most one IPv4 and one IPv6"
@@ -44,6 +45,9 @@ type Request struct {
 	Addresses    []netip.Addr // requested, at most one per family in Families
 	SharingKey   string       // "" shares nothing; else a label value
 	Ports        []Port
+	// Forwarding is the Service's own forwarding (annotation
+	// groundcloud.io/forwarding); "" takes its pool's.
+	Forwarding config.Forwarding
 }
 
 // RequestFromService reads the request of a LoadBalancer Service from its
@@ -57,6 +61,9 @@ func RequestFromService(svc *v1.Service) (Request, error) {
 		SharingKey: r.sharingKey(),
 		Ports:      r.ports(),
 	}
+	// A forwarding annotation that cannot be used takes the pool's; the
+	// caller reports it (ServiceForwarding).
+	req.Forwarding, _ = ServiceForwarding(svc)
 	req.Families, req.FamilyPolicy = r.families()
 	req.Addresses = r.addresses(req.Families)
 	if len(r.errs) > 0 {
@@ -300,7 +307,15 @@ func (req Request) problem() string {
 			return msg
 		}
 	}
-	return ""
+	return checkForwarding(req.Forwarding)
+}
+
+func checkForwarding(f config.Forwarding) string {
+	switch f {
+	case "", config.ForwardingPassthrough, config.ForwardingProxy:
+		return ""
+	}
+	return fmt.Sprintf("forwarding %q is not passthrough or proxy", f)
 }
 
 func checkFamilies(fams []v1.IPFamily, policy v1.IPFamilyPolicy) string {

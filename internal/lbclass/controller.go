@@ -163,7 +163,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 func (c *Controller) ensure(ctx context.Context, svc *v1.Service) error {
 	klog.FromContext(ctx).V(2).Info("Ensuring load balancer", "service", klog.KObj(svc), "class", Class)
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer")
-	if err := c.patchFinalizers(svc, append(slices.Clone(svc.Finalizers), Finalizer)); err != nil {
+	if err := c.addFinalizer(svc); err != nil {
 		return fmt.Errorf("add finalizer %s: %w", Finalizer, err)
 	}
 	nodes, err := c.nodes.List(labels.Everything())
@@ -219,6 +219,14 @@ func (c *Controller) gone(ctx context.Context, ns, name string) error {
 	}
 	klog.FromContext(ctx).Info("Service is gone without its load balancer being deleted; deleting it", "service", klog.KObj(svc))
 	return c.lb.EnsureLoadBalancerDeleted(ctx, c.clusterName, svc)
+}
+
+// addFinalizer adds the finalizer to svc unless it carries it already.
+func (c *Controller) addFinalizer(svc *v1.Service) error {
+	if slices.Contains(svc.Finalizers, Finalizer) {
+		return nil
+	}
+	return c.patchFinalizers(svc, append(slices.Clone(svc.Finalizers), Finalizer))
 }
 
 // patchFinalizers sets svc's finalizers to want (and svc's copy with it),

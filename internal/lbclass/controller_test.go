@@ -149,3 +149,45 @@ func TestServesOnlyItsClass(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
+
+// servicePatches counts the patches of Services among kube's actions.
+func servicePatches(kube *kubefake.Clientset) int {
+	n := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "services" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSyncOfServedServiceWritesNothing: a Service that already carries the
+// finalizer and the status the provider returns is synced without a
+// write; one without them gets each once.
+func TestSyncOfServedServiceWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		svc  *v1.Service
+		want int
+	}{
+		{"served", newService("web", withClass(Class), withFinalizers(Finalizer), withIngress("192.0.2.200")), 0},
+		{"finalizer only", newService("web", withClass(Class), withFinalizers(Finalizer)), 1},
+		{"new", newService("web", withClass(Class)), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := kubefake.NewClientset(tc.svc)
+			lb := &recordingLB{kube: kube, held: map[string]bool{}}
+			f := informers.NewSharedInformerFactory(kube, 0)
+			c := New(lb, kube, f.Core().V1().Services(), f.Core().V1().Nodes(), "kubernetes")
+			f.Start(t.Context().Done())
+			f.WaitForCacheSync(t.Context().Done())
+			kube.ClearActions()
+			if err := c.sync(t.Context(), "default/web"); err != nil {
+				t.Fatal(err)
+			}
+			if got := servicePatches(kube); got != tc.want {
+				t.Errorf("sync patched the Service %d times, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,13 +4,17 @@
 // objects (the durable allocation records) before the first Ensure.
 //
 // Only Ensure assigns. A reconcile queue refreshes what the allocator holds:
-// it writes again an object deleted behind its back (same addresses) or
-// whose spec someone else changed. The objects name no node: the agents
+// it writes again an object deleted behind its back (same addresses),
+// whose spec someone else changed, or that a reload of the cloud-config
+// changes (a pool's settings, the cluster health check). The objects name no node: the agents
 // apply internal/backends to the Nodes themselves, so a node change writes
 // nothing here.
 //
 // The pure core: sourceranges.go (a Service's source ranges, failing
-// closed), limits.go and spec.go (Service + allocation -> spec).
+// closed), limits.go and spec.go (Service + allocation -> spec),
+// announce.go and forwarding.go (what a pool and the allocator add to it).
+// serving.go keeps, for an orphan outside its pool, the spec.announce it
+// was served with.
 // manager.go, write.go and reconcile.go are the shell that talks to the
 // apiserver.
 //

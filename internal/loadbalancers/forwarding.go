@@ -2,39 +2,44 @@ package loadbalancers
 
 import (
 	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
-	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/ipam"
 )
 
-// Forwarding is the LoadBalancer's spec.forwarding for svc, whose
-// addresses come from pool (nil: a pool the cloud-config no longer has):
-// the Service's groundcloud.io/forwarding annotation if it is set, else
-// the pool's forwarding key (passthrough by default). An annotation it
-// cannot use is an error, and the pool's choice is returned with it.
-func Forwarding(svc *v1.Service, pool *config.Pool) (string, error) {
-	mode := config.ForwardingPassthrough
-	if pool != nil && pool.Forwarding != "" {
-		mode = pool.Forwarding
+// The allocator decides a Service's forwarding (ipam.Terms.Served): its
+// groundcloud.io/forwarding annotation, else its pool's forwarding key
+// (passthrough by default), else, for an orphan kept outside its pool, the
+// forwarding it was served with. Services that share an address must
+// forward it alike, so the allocator checks it with the sharing rules.
+
+// apiForwarding is spec.forwarding for f ("": passthrough, the default).
+func apiForwarding(f config.Forwarding) string {
+	if f == config.ForwardingProxy {
+		return v1alpha1.ForwardingProxy
 	}
-	var err error
-	if raw, ok := svc.Annotations[annotation.Forwarding]; ok {
-		switch m := config.Forwarding(strings.ToLower(strings.TrimSpace(raw))); m {
-		case config.ForwardingPassthrough, config.ForwardingProxy:
-			mode = m
-		default:
-			err = fmt.Errorf("annotation %s: %q is not a forwarding mode; use passthrough or proxy (using %s, the pool's)",
-				annotation.Forwarding, raw, mode)
-		}
+	return v1alpha1.ForwardingPassthrough
+}
+
+// recordForwarding reads a LoadBalancer's spec.forwarding back: absent is
+// Proxy, what objects written before the field existed were.
+func recordForwarding(spec *v1alpha1.LoadBalancerSpec) config.Forwarding {
+	if spec.Forwarding == v1alpha1.ForwardingPassthrough {
+		return config.ForwardingPassthrough
 	}
-	if mode == config.ForwardingProxy {
-		return v1alpha1.ForwardingProxy, err
+	return config.ForwardingProxy
+}
+
+// forwardingProblem reports a groundcloud.io/forwarding annotation of svc
+// that cannot be used; served is the forwarding its addresses keep.
+func forwardingProblem(svc *v1.Service, served config.Forwarding) error {
+	if _, err := ipam.ServiceForwarding(svc); err != nil {
+		return fmt.Errorf("%w (using %s)", err, served)
 	}
-	return v1alpha1.ForwardingPassthrough, err
+	return nil
 }
 
 // ipMode is the Service status ipMode of a LoadBalancer's forwarding: VIP

@@ -1,6 +1,7 @@
 package loadbalancers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -8,41 +9,8 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/annotation"
-	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/ipam"
 )
-
-func TestForwarding(t *testing.T) {
-	passthrough := &config.Pool{Name: "p", Forwarding: config.ForwardingPassthrough}
-	proxy := &config.Pool{Name: "q", Forwarding: config.ForwardingProxy}
-	for _, tt := range []struct {
-		name       string
-		annotation string // "-": none
-		pool       *config.Pool
-		want       string
-		wantErr    string
-	}{
-		{"the pool's passthrough", "-", passthrough, v1alpha1.ForwardingPassthrough, ""},
-		{"the pool's proxy", "-", proxy, v1alpha1.ForwardingProxy, ""},
-		{"a pool no longer configured: the default", "-", nil, v1alpha1.ForwardingPassthrough, ""},
-		{"the annotation over the pool", "proxy", passthrough, v1alpha1.ForwardingProxy, ""},
-		{"the annotation in any case, with spaces", " Passthrough ", proxy, v1alpha1.ForwardingPassthrough, ""},
-		{"a bad annotation: the pool's, and an error", "dsr", proxy, v1alpha1.ForwardingProxy, `"dsr" is not a forwarding mode`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var mods []func(*v1.Service)
-			if tt.annotation != "-" {
-				mods = append(mods, withAnnotation(annotation.Forwarding, tt.annotation))
-			}
-			got, err := Forwarding(newSvc("web", mods...), tt.pool)
-			if got != tt.want {
-				t.Errorf("Forwarding = %q, want %q", got, tt.want)
-			}
-			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("error = %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
-}
 
 func TestServiceStatusIPMode(t *testing.T) {
 	for fwd, want := range map[string]v1.LoadBalancerIPMode{
@@ -85,5 +53,45 @@ func TestEnsureForwarding(t *testing.T) {
 	}
 	if got := h.object("web").Spec.Forwarding; got != v1alpha1.ForwardingPassthrough {
 		t.Errorf("spec.forwarding with a bad annotation = %q, want the pool's Passthrough", got)
+	}
+}
+
+func withPort(proto v1.Protocol, port, nodePort int32) func(*v1.Service) {
+	return func(s *v1.Service) {
+		s.Spec.Ports = []v1.ServicePort{{Name: "p", Protocol: proto, Port: port, NodePort: nodePort}}
+	}
+}
+
+// TestSharedAddressForwardsOneWay: a Service that would share an address
+// with a Service of another forwarding is refused (an error, for the
+// service controller's Warning, and no LoadBalancer), and one that shares
+// keeps its forwarding when it asks for another; the first keeps serving.
+func TestSharedAddressForwardsOneWay(t *testing.T) {
+	h := startManager(t, newFakeDynamic())
+	h.mustEnsure(newSvc("web", withAnnotation(annotation.AllowSharedIP, "k")))
+
+	api := newSvc("api", withAnnotation(annotation.AllowSharedIP, "k"), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.200"),
+		withAnnotation(annotation.Forwarding, "proxy"), withPort(v1.ProtocolTCP, 443, 30443))
+	if _, err := h.ensure(api); !errors.Is(err, ipam.ErrSharingConflict) || !strings.Contains(err.Error(), annotation.Forwarding) {
+		t.Fatalf("Ensure of a proxy Service on web's passthrough address = %v, want ErrSharingConflict naming %s", err, annotation.Forwarding)
+	}
+	if h.object("api") != nil {
+		t.Error("the refused Service has a LoadBalancer")
+	}
+	if _, exists, _ := h.m.Get(h.ctx, api); exists {
+		t.Error("Get says the refused Service has a load balancer")
+	}
+
+	dns := newSvc("dns", withAnnotation(annotation.AllowSharedIP, "k"), withAnnotation(annotation.LoadBalancerIPs, "192.0.2.200"),
+		withPort(v1.ProtocolUDP, 53, 30053))
+	h.mustEnsure(dns)
+	withAnnotation(annotation.Forwarding, "proxy")(dns)
+	if _, err := h.ensure(dns); !errors.Is(err, ipam.ErrSharingConflict) {
+		t.Fatalf("Ensure of a sharer asking for proxy = %v, want ErrSharingConflict", err)
+	}
+	for _, name := range []string{"web", "dns"} {
+		if spec := h.object(name).Spec; spec.Forwarding != v1alpha1.ForwardingPassthrough || spec.Addresses[0] != "192.0.2.200" {
+			t.Errorf("%s: forwarding %q on %v, want Passthrough kept on 192.0.2.200", name, spec.Forwarding, spec.Addresses)
+		}
 	}
 }

@@ -51,9 +51,10 @@ var errNotReady = errors.New("load balancer records are still being read; retryi
 //
 // Ensure is the only path that assigns addresses. Everything else refreshes
 // what the allocator already holds: the reconcile queue (reconcile.go)
-// re-creates an object deleted behind its back and writes back a spec
-// someone else changed. Nodes are not part of the objects: agents follow
-// the Nodes themselves (internal/backends), so a node change writes nothing.
+// re-creates an object deleted behind its back, writes back a spec someone
+// else changed, and rewrites those a reload changes. Nodes are not part of
+// the objects: agents follow the Nodes themselves (internal/backends), so a
+// node change writes nothing.
 // Ensure, Delete and the queue hold a per-Service lock, so a refresh never
 // writes for a Service after its Delete has released it.
 type Manager struct {
@@ -71,9 +72,10 @@ type Manager struct {
 	ready    chan struct{}               // closed once the allocator is rebuilt
 	install  func(context.Context) error // the CRDs
 
-	mu        sync.Mutex // guards alloc and pools
+	mu        sync.Mutex // guards alloc, pools and kept
 	alloc     *ipam.Allocator
 	poolsFrom *config.Config
+	kept      keptAnnounces
 
 	events  EventRecorder // on Services: orphaned addresses
 	orphans *orphanReporter
@@ -99,6 +101,7 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "groundcloud_loadbalancers"}),
 		written: writeCache{m: map[types.NamespacedName]lastWrite{}},
 		ready:   make(chan struct{}),
+		kept:    keptAnnounces{},
 		install: func(ctx context.Context) error { return crdinstall.All(ctx, dyn, FieldManager) },
 		events:  events, orphans: newOrphanReporter(),
 	}
@@ -170,16 +173,32 @@ func (m *Manager) rebuild(ctx context.Context) {
 	cfg := m.config()
 	m.alloc, m.poolsFrom = ipam.New(cfg.Pools), cfg
 	for _, lb := range lbs {
-		alloc, ports, err := allocationOf(lb)
+		alloc, terms, err := m.recordOf(lb)
 		if err == nil {
-			err = m.alloc.Restore(types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}, alloc, lb.Spec.SharingKey, ports)
+			err = m.alloc.Restore(keyOfLB(lb), alloc, terms)
 		}
 		if err != nil {
 			logger.Error(err, "Cannot restore address record; its Service will be re-ensured", "loadBalancer", klog.KObj(lb))
+			continue
 		}
+		m.keepRecordAnnounce(lb)
 	}
 	m.usageChanged()
 	logger.Info("Rebuilt address allocator", "records", len(lbs))
+}
+
+// recordOf reads the allocation record in a LoadBalancer, with the
+// forwarding its Service asks for now (none when it is gone).
+func (m *Manager) recordOf(lb *v1alpha1.LoadBalancer) (ipam.Allocation, ipam.Terms, error) {
+	alloc, ports, err := allocationOf(lb)
+	if err != nil {
+		return ipam.Allocation{}, ipam.Terms{}, err
+	}
+	terms := ipam.Terms{SharingKey: lb.Spec.SharingKey, Ports: ports, Served: recordForwarding(&lb.Spec)}
+	if svc, err := m.services.Services(lb.Namespace).Get(lb.Name); err == nil {
+		terms.Forwarding, _ = ipam.ServiceForwarding(svc)
+	}
+	return alloc, terms, nil
 }
 
 func compareKeys(a, b *v1alpha1.LoadBalancer) int {
@@ -238,21 +257,12 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 	return ServiceStatus(&spec), nil
 }
 
-// desiredSpec is DesiredSpec with the forwarding of svc and its pool; a
-// forwarding annotation it cannot use is reported with the source ranges'
-// problem.
+// desiredSpec is DesiredSpec with the cloud-config's cluster health
+// check; a forwarding annotation it cannot use is reported with the source
+// ranges' problem.
 func (m *Manager) desiredSpec(svc *v1.Service, a Allocated) (v1alpha1.LoadBalancerSpec, error) {
 	spec, rangeErr := DesiredSpec(svc, a, m.config().Global.ClusterHealthCheck)
-	var fwdErr error
-	spec.Forwarding, fwdErr = Forwarding(svc, m.pool(a.Pool))
-	spec.Announce = Announce(m.pool(a.Pool))
-	return spec, errors.Join(rangeErr, fwdErr)
-}
-
-// pool returns the current cloud-config's pool of that name, or nil.
-func (m *Manager) pool(name string) *config.Pool {
-	p, _ := m.config().Pool(name)
-	return p
+	return spec, errors.Join(rangeErr, forwardingProblem(svc, a.Forwarding))
 }
 
 // assign reads svc's request and assigns it. It returns what the Service
@@ -278,23 +288,30 @@ func (m *Manager) assign(svc *v1.Service) (Allocated, bool, error) {
 	if reqErr != nil {
 		return prev, held, reqErr
 	}
-	alloc, err := m.alloc.Assign(req)
-	if err != nil {
+	if _, err := m.alloc.Assign(req); err != nil {
 		return prev, held, err
+	}
+	if _, served := m.alloc.ServingPool(key); served {
+		delete(m.kept, key)
 	}
 	m.usageChanged()
 	m.noteOrphan(key)
-	return Allocated{Allocation: alloc, SharingKey: req.SharingKey, Ports: req.Ports}, true, nil
+	a, _ := m.heldLocked(key)
+	return a, true, nil
 }
 
-// heldLocked returns what key holds. Callers hold mu.
+// heldLocked returns what key holds, and whether it holds anything.
+// Callers hold mu.
 func (m *Manager) heldLocked(key types.NamespacedName) (Allocated, bool) {
 	alloc, ok := m.alloc.Lookup(key)
 	if !ok {
 		return Allocated{}, false
 	}
-	sharingKey, ports, _ := m.alloc.Terms(key)
-	return Allocated{Allocation: alloc, SharingKey: sharingKey, Ports: ports}, true
+	terms, _ := m.alloc.Terms(key)
+	return Allocated{
+		Allocation: alloc, SharingKey: terms.SharingKey, Ports: terms.Ports,
+		Forwarding: terms.Served, Announce: m.announceLocked(key),
+	}, true
 }
 
 // held returns what key holds.
@@ -332,17 +349,23 @@ func (m *Manager) waitReady(ctx context.Context) error {
 	}
 }
 
-// refreshPools applies a reloaded cloud-config's pools (and its cluster
-// health check, to every LoadBalancer through the queue) and reports
-// whether there was one. Callers hold mu.
+// refreshPools applies a reloaded cloud-config's pools and reports
+// whether there was one. The LoadBalancers whose spec the reload changes
+// follow through the queue: those a pool edit serves otherwise (forwarding,
+// announce, hosts, BGP attributes), or all of them when the cluster health
+// check changed. Callers hold mu.
 func (m *Manager) refreshPools() bool {
 	cfg := m.config()
 	if cfg == m.poolsFrom {
 		return false
 	}
+	before := m.servingAll()
 	m.alloc.SetPools(cfg.Pools)
+	m.keepAnnounces(m.poolsFrom)
 	if m.poolsFrom.Global.ClusterHealthCheck != cfg.Global.ClusterHealthCheck {
 		m.enqueueAll() // every LoadBalancer's health check follows
+	} else {
+		m.enqueueChanged(before)
 	}
 	m.poolsFrom = cfg
 	m.pools.Due()
@@ -368,6 +391,7 @@ func (m *Manager) Delete(ctx context.Context, svc *v1.Service) error {
 	m.written.forget(key)
 	m.mu.Lock()
 	m.alloc.Release(key)
+	delete(m.kept, key)
 	m.usageChanged()
 	m.noteOrphan(key)
 	m.mu.Unlock()
@@ -389,11 +413,10 @@ func (m *Manager) Get(ctx context.Context, svc *v1.Service) (*v1.LoadBalancerSta
 		return ServiceStatus(&lb.Spec), true, nil
 	}
 	if a, ok := m.held(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}); ok {
-		spec := v1alpha1.LoadBalancerSpec{}
+		spec := v1alpha1.LoadBalancerSpec{Forwarding: apiForwarding(a.Forwarding)}
 		for _, addr := range a.Addresses {
 			spec.Addresses = append(spec.Addresses, addr.String())
 		}
-		spec.Forwarding, _ = Forwarding(svc, m.pool(a.Pool))
 		return ServiceStatus(&spec), true, nil
 	}
 	lb, err := m.lister.Get(svc.Namespace, svc.Name)

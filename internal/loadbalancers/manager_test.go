@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,13 +53,18 @@ type harness struct {
 // Services) until the test ends, and waits until it is ready.
 func startManager(t *testing.T, dyn *dynamicfake.FakeDynamicClient, objs ...runtime.Object) *harness {
 	t.Helper()
-	cfg, err := config.Parse("test", []byte(poolConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var cfg atomic.Pointer[config.Config]
+	cfg.Store(mustParse(t, poolConfig))
+	return startManagerConfig(t, dyn, &cfg, objs...)
+}
+
+// startManagerConfig is startManager with the cloud-config cfg holds at
+// each moment, as a reloading watcher's is.
+func startManagerConfig(t *testing.T, dyn *dynamicfake.FakeDynamicClient, cfg *atomic.Pointer[config.Config], objs ...runtime.Object) *harness {
+	t.Helper()
 	kube := kubefake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	m := NewManager(dyn, func() *config.Config { return cfg }, factory, nil)
+	m := NewManager(dyn, cfg.Load, factory, nil)
 	m.install = func(context.Context) error { return nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

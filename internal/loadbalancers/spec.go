@@ -22,11 +22,14 @@ const KubeProxyHealthPort = 10256
 var DefaultClusterHealthCheck = config.ClusterHealthCheck{Kind: config.HealthCheckHTTP, Port: KubeProxyHealthPort, Path: "/healthz"}
 
 // Allocated is what a load balancer's addresses are held with: the
-// allocation, its sharing key, and the ports the allocator recorded for it.
+// allocation, its sharing key, the ports the allocator recorded for it,
+// and how its addresses are served (serving.go).
 type Allocated struct {
 	ipam.Allocation
 	SharingKey string
 	Ports      []ipam.Port
+	Forwarding config.Forwarding // as the allocator decided ("": passthrough)
+	Announce   *v1alpha1.Announce
 }
 
 // DesiredSpec is the LoadBalancer spec for svc with what it holds; check is
@@ -41,6 +44,8 @@ func DesiredSpec(svc *v1.Service, a Allocated, check config.ClusterHealthCheck) 
 		SharingKey:            a.SharingKey,
 		ExternalTrafficPolicy: string(v1.ServiceExternalTrafficPolicyCluster),
 		SessionAffinity:       string(v1.ServiceAffinityNone),
+		Forwarding:            apiForwarding(a.Forwarding),
+		Announce:              a.Announce.DeepCopy(),
 	}
 	for _, addr := range a.Addresses {
 		spec.Addresses = append(spec.Addresses, addr.String())

@@ -36,6 +36,8 @@ func TestDesiredSpec(t *testing.T) {
 		Allocation: ipam.Allocation{Pool: "default", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("2001:db8::c8")}},
 		SharingKey: "team",
 		Ports:      []ipam.Port{{Protocol: v1.ProtocolTCP, Port: 80}, {Protocol: v1.ProtocolUDP, Port: 53}},
+		Forwarding: config.ForwardingProxy,
+		Announce:   &v1alpha1.Announce{Mode: v1alpha1.AnnounceBGP, HostSelector: "edge=true"},
 	}
 	got, err := DesiredSpec(svc, held, DefaultClusterHealthCheck)
 	if err != nil {
@@ -54,6 +56,8 @@ func TestDesiredSpec(t *testing.T) {
 		SessionAffinity:               "ClientIP",
 		SessionAffinityTimeoutSeconds: ptr.To[int32](600),
 		SourceRanges:                  []string{"192.0.2.0/24", "198.51.100.0/24"},
+		Forwarding:                    v1alpha1.ForwardingProxy,
+		Announce:                      &v1alpha1.Announce{Mode: v1alpha1.AnnounceBGP, HostSelector: "edge=true"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DesiredSpec (-want +got):\n%s", diff)
