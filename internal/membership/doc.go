@@ -39,8 +39,9 @@
 //   - A host named in the API (Observation.Hosts) that this process never
 //     saw in gossip counts as a Ready member while it is heard claiming an
 //     address on the link (presence.go): agents that cannot gossip share
-//     the addresses all the same. Gossip errors are counted, logged and
-//     reported in Status.
+//     the addresses all the same, those that every host may hold (its host
+//     groups are unknown). Gossip errors are counted, logged and reported
+//     in Status.
 //   - With the apiserver away nothing changes: gossip, health checks and
 //     the data plane need it not.
 package membership
