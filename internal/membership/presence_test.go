@@ -62,6 +62,9 @@ func TestLinkPeers(t *testing.T) {
 				if m.Groups == nil || len(m.Groups) > 0 {
 					t.Errorf("%s is in groups %#v, want none (not every one: nil)", m.Name, m.Groups)
 				}
+				if m.BGP == nil || len(m.BGP) > 0 {
+					t.Errorf("%s may advertise BGP families %#v, want none (not every one: nil)", m.Name, m.BGP)
+				}
 				got = append(got, m.Name)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
