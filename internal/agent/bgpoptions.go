@@ -88,8 +88,9 @@ func (o *Options) cloudConfig() (*config.Config, error) {
 
 // speaker builds the BGP speaker when the cloud-config cfg has peers that
 // select this host (nil, nil when none does or cfg is nil). Peers are
-// chosen once, with the host's labels at start.
-func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder) (*bgp.Speaker, error) {
+// chosen once, with the host's labels at start. Each session change is an
+// Event and is told to changed.
+func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config.Config, rec record.EventRecorder, changed func(bgp.Peer, bool)) (*bgp.Speaker, error) {
 	if cfg == nil {
 		return nil, nil
 	}
@@ -117,9 +118,13 @@ func (o *Options) speaker(ctx context.Context, nodes kubecore.Nodes, cfg *config
 		return nil, err
 	}
 	bgp.RegisterMetrics()
+	events := sessionEvents(rec, o.Host)
 	return bgp.New(bgp.Config{
 		RouterID: id, Peers: peers, WithdrawWait: o.BGP.WithdrawWait,
-		SessionChanged: sessionEvents(rec, o.Host),
+		SessionChanged: func(p bgp.Peer, up bool, state string) {
+			events(p, up, state)
+			changed(p, up)
+		},
 	}), nil
 }
 

@@ -213,10 +213,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	speaker, err := o.speaker(ctx, core.Nodes(), cc, own.Events)
-	if err != nil {
-		return err
-	}
 	rules := backends.Rules{WaitForPodRoutes: cc != nil && cc.Routes.WaitForNodeRouters()}
 	if rules.WaitForPodRoutes {
 		logger.Info("A Node carries traffic once groundcloud-router on it reports its pod routes", "condition", backends.ConditionPodRoutes)
@@ -246,6 +242,10 @@ func (o *Options) Run(ctx context.Context) error {
 		Backends:      rules,
 		Reconnect:     dialer.CloseAll,
 	})
+	speaker, err := o.speaker(ctx, core.Nodes(), cc, own.Events, a.bgpSessionChanged)
+	if err != nil {
+		return err
+	}
 	if speaker != nil {
 		a.cfg.Announcer, a.cfg.BGP = speaker, speaker
 	}

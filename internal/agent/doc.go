@@ -9,7 +9,9 @@
 // addresses to hold, status); agent.go is the loop that talks to the
 // apiserver and the kernel; ownership.go builds the Owner --vip-ownership
 // asks for and connects the agent to internal/membership when several
-// agents share the addresses. The agent keeps forwarding with its last known
+// agents share the addresses; sessions.go tells membership which BGP
+// sessions are established, as only a host with one may be elected for a
+// proxy BGP address. The agent keeps forwarding with its last known
 // state while the apiserver is unreachable. It must never touch nftables
 // tables or addresses it did not create.
 package agent
