@@ -135,6 +135,7 @@ type Agent struct {
 	runner   *async.Runner
 
 	reannounce     atomic.Bool // announce held addresses after the next sync
+	sessions       bgpSessions // this host's established BGP sessions
 	retrying       atomic.Bool // a sync to retry a conntrack clean-up is planned
 	retryingStatus atomic.Bool // a sync to retry failed status writes is planned
 	reports        reportQueue
@@ -206,6 +207,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			if err := a.cfg.BGP.Run(runCtx); err != nil {
 				logger.Error(err, "BGP speaker failed; this host advertises no route")
 			}
+			a.sessions.reset() // its sessions are gone: the others advertise
+			a.runner.Request()
 		})
 	}
 	wg.Go(func() { a.checker.Run(runCtx) })

@@ -79,9 +79,9 @@ func (o *Options) hostLabels() (HostLabels, error) {
 
 // speaker builds the BGP speaker when the cloud-config cc has peers for
 // this host (nil when it has none or cc is nil). A session that comes or
-// goes is recorded as an Event and calls changed (the agent syncs, and
-// reports what it advertises then).
-func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.EventRecorder, changed func()) (*bgp.Speaker, error) {
+// goes is recorded as an Event and told to changed (the agent records it
+// for membership, syncs, and reports what it advertises then).
+func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.EventRecorder, changed func(bgp.Peer, bool)) (*bgp.Speaker, error) {
 	if cc == nil {
 		return nil, nil
 	}
@@ -99,7 +99,7 @@ func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.Event
 		RouterID: id, Peers: cc.Peers, WithdrawWait: o.BGP.WithdrawWait,
 		SessionChanged: func(p bgp.Peer, up bool, state string) {
 			events(p, up, state)
-			changed()
+			changed(p, up)
 		},
 		PeerFailed: peerFailedEvents(rec, o.Host),
 	}), nil

@@ -213,11 +213,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var a *Agent // built below; the speaker runs only once a runs
-	speaker, err := o.speaker(ctx, cc, own.Events, func() { a.RequestSync() })
-	if err != nil {
-		return err
-	}
 	rules := backends.Rules{WaitForPodRoutes: cc != nil && cc.Routes.WaitForNodeRouters()}
 	if rules.WaitForPodRoutes {
 		logger.Info("A Node carries traffic once groundcloud-router on it reports its pod routes", "condition", backends.ConditionPodRoutes)
@@ -226,7 +221,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a = New(Config{
+	a := New(Config{
 		Host:          o.Host,
 		Dynamic:       dyn,
 		Nodes:         core.Nodes(),
@@ -247,6 +242,10 @@ func (o *Options) Run(ctx context.Context) error {
 		Backends:      rules,
 		Reconnect:     dialer.CloseAll,
 	})
+	speaker, err := o.speaker(ctx, cc, own.Events, a.bgpSessionChanged)
+	if err != nil {
+		return err
+	}
 	if speaker != nil {
 		a.cfg.Announcer, a.cfg.BGP = speaker, speaker
 	}

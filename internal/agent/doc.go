@@ -11,7 +11,9 @@
 // asks for and connects the agent to internal/membership when several
 // agents share the addresses; cloudconfig.go reads what the agent uses of
 // the cloud-config ([BGPPeer], [Routes]) and goes on with the parts it can
-// use when the file has problems. The agent keeps forwarding with its last
-// known state while the apiserver is unreachable. It must never touch nftables
+// use when the file has problems; sessions.go tells membership which BGP
+// sessions are established, as only a host with one may be elected for a
+// proxy BGP address. The agent keeps forwarding with its last known
+// state while the apiserver is unreachable. It must never touch nftables
 // tables or addresses it did not create.
 package agent

@@ -194,6 +194,7 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 	return membership.Observation{
 		VIPs: onLink(plan.VIPs, lbs), DataPlaneErr: syncErr, NodesReachable: reachable,
 		Peers: gossipPeers(hosts), Hosts: hosts, Groups: groups, MyGroups: mine,
+		Advertised: advertisedOf(lbs), Sessions: a.sessions.families(),
 	}
 }
 

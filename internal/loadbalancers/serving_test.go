@@ -20,7 +20,7 @@ func edgeConfig(defaultRanges, edgeRanges string) string {
 	return "[Global]\nregion = lab\n\n" +
 		"[Pool \"default\"]\n" + defaultRanges + "\n" +
 		"[Pool \"edge\"]\n" + edgeRanges + "auto-assign = false\nannounce = bgp\nforwarding = proxy\n" +
-		"hosts = example.net/edge=true\nbgp-community = 64512:100\nbgp-local-preference = 200\n\n" +
+		"hosts = edge.node-restriction.kubernetes.io/edge=true\nbgp-community = 64512:100\nbgp-local-preference = 200\n\n" +
 		"[BGPPeer \"tor\"]\naddress = 10.0.0.1\nasn = 64512\nlocal-asn = 64513\n"
 }
 
@@ -34,7 +34,7 @@ const (
 func edgeServed() (string, *v1alpha1.Announce) {
 	lp := int64(200)
 	return v1alpha1.ForwardingProxy, &v1alpha1.Announce{
-		Mode: v1alpha1.AnnounceBGP, HostSelector: "example.net/edge=true",
+		Mode: v1alpha1.AnnounceBGP, HostSelector: "edge.node-restriction.kubernetes.io/edge=true",
 		Communities: []string{"64512:100"}, LocalPreference: &lp,
 	}
 }
@@ -105,7 +105,7 @@ func edgePool(body string) string {
 		"[BGPPeer \"tor\"]\naddress = 10.0.0.1\nasn = 64512\nlocal-asn = 64513\n"
 }
 
-const edgeBody = "announce = bgp\nforwarding = proxy\nhosts = example.net/edge=true\nbgp-community = 64512:100\nbgp-local-preference = 200\n"
+const edgeBody = "announce = bgp\nforwarding = proxy\nhosts = edge.node-restriction.kubernetes.io/edge=true\nbgp-community = 64512:100\nbgp-local-preference = 200\n"
 
 // TestPoolEditReachesLoadBalancers: a reload that changes a pool setting
 // a LoadBalancer's spec carries rewrites the LoadBalancers of that pool at
@@ -116,8 +116,8 @@ func TestPoolEditReachesLoadBalancers(t *testing.T) {
 		name string
 		body string
 	}{
-		{"announce l2", "forwarding = proxy\nhosts = example.net/edge=true\n"},
-		{"hosts", strings.Replace(edgeBody, "example.net/edge=true", "example.net/edge=false", 1)},
+		{"announce l2", "forwarding = proxy\nhosts = edge.node-restriction.kubernetes.io/edge=true\n"},
+		{"hosts", strings.Replace(edgeBody, "edge.node-restriction.kubernetes.io/edge=true", "edge.node-restriction.kubernetes.io/edge=false", 1)},
 		{"forwarding", strings.Replace(edgeBody, "forwarding = proxy", "forwarding = passthrough", 1)},
 		{"communities", strings.Replace(edgeBody, "64512:100", "64512:200\nbgp-community = 64512:300", 1)},
 		{"local preference", strings.Replace(edgeBody, "= 200", "= 300", 1)},

@@ -28,6 +28,10 @@
 //   - A host is healthy when its data plane is programmed, its interface
 //     is up and some node answers its health check. An unhealthy host owns
 //     nothing, so its addresses move to the others.
+//   - The owner of an address advertised over BGP (proxy forwarding) is
+//     elected among the Ready members with an established BGP session of
+//     its family (bgp.go): a host that cannot advertise it never owns it.
+//     A regained session waits HoldDown as a regained health does.
 //   - A host that becomes healthy after it has seen another member waits
 //     HoldDown before it takes its share back: a flapping host moves
 //     nothing, and a host whose link comes back rejoins the others before
@@ -39,8 +43,9 @@
 //   - A host named in the API (Observation.Hosts) that this process never
 //     saw in gossip counts as a Ready member while it is heard claiming an
 //     address on the link (presence.go): agents that cannot gossip share
-//     the addresses all the same. Gossip errors are counted, logged and
-//     reported in Status.
+//     the addresses all the same, those that every host may hold (its host
+//     groups and BGP sessions are unknown). Gossip errors are counted,
+//     logged and reported in Status.
 //   - With the apiserver away nothing changes: gossip, health checks and
 //     the data plane need it not.
 package membership

@@ -59,6 +59,14 @@ type Observation struct {
 	// hosts may own; MyGroups those this host belongs to (groups.go).
 	Groups   map[netip.Addr]string
 	MyGroups []string
+	// Advertised are the virtual IPs whose owner advertises them over BGP
+	// (proxy forwarding) instead of holding them on the link: only a
+	// member with an established session of the address's family may own
+	// one (bgp.go).
+	Advertised map[netip.Addr]bool
+	// Sessions are the address families ("ipv4", "ipv6") of this host's
+	// established BGP sessions.
+	Sessions []string
 }
 
 // Hooks are how a Gossip tells its agent what to do. They are called from
@@ -117,7 +125,10 @@ type Gossip struct {
 	joining    map[string]bool   // joins in flight
 	cands      []string          // members that own addresses, sorted
 	candGroups candidateGroups   // the groups of each of cands
+	candBGP    candidateFamilies // the BGP families each of cands may advertise
 	pubGroups  []string          // the groups others were last told
+	bgp        bgpReadiness      // which families this host may advertise
+	pubBGP     []string          // the families others were last told
 	suppressed map[netip.Addr]bool
 	conflicts  *conflicts
 	addr       string // our gossip address, host:port
@@ -141,6 +152,7 @@ func New(cfg Config) *Gossip {
 		kick:       make(chan struct{}, 1),
 		linkState:  linkIsUp,
 		ready:      newReadiness(cfg.HoldDown),
+		bgp:        newBGPReadiness(cfg.HoldDown),
 		published:  StateStarting,
 		peers:      map[string]Member{},
 		macs:       map[string]string{},
@@ -162,8 +174,9 @@ func New(cfg Config) *Gossip {
 }
 
 // Owns reports whether this host holds vip now: it is Ready, rendezvous
-// hashing over the Ready members gives it vip, and it does not yield vip
-// in a split brain.
+// hashing over the Ready members that may own vip (of its host group, able
+// to advertise it when it is advertised over BGP) gives it vip, and it does
+// not yield vip in a split brain.
 func (g *Gossip) Owns(vip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -171,9 +184,15 @@ func (g *Gossip) Owns(vip netip.Addr) bool {
 	return !g.suppressed[vip] && g.owner(vip) == g.cfg.Name
 }
 
-// owner is the owner of vip among the candidates of its group; g.mu is held.
+// owner is the owner of vip among the candidates of its group (and, when
+// it is advertised over BGP, that may advertise it); g.mu is held.
 func (g *Gossip) owner(vip netip.Addr) string {
-	return Owner(vip, g.candGroups.in(g.cands, g.groupOf(vip.Unmap())))
+	vip = vip.Unmap()
+	cands := g.candGroups.in(g.cands, g.groupOf(vip))
+	if g.obs.Advertised[vip] {
+		cands = g.candBGP.advertising(cands, vip)
+	}
+	return Owner(vip, cands)
 }
 
 // Observe takes what the agent learned in a sync and updates this host's
@@ -184,6 +203,7 @@ func (g *Gossip) Observe(o Observation) {
 	g.obs = Observation{
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
+		Advertised: o.Advertised, Sessions: slices.Clone(o.Sessions),
 	}
 	if len(g.obs.MyGroups) > MaxGroups {
 		g.obs.MyGroups = g.obs.MyGroups[:MaxGroups]
@@ -253,14 +273,27 @@ func (g *Gossip) evaluate(now time.Time) bool {
 	peers = append(peers, linkPeers(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers, g.gossiped)...)
 	g.health = g.gerrs.health(now, unjoined(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers), g.hostOfIP, g.cfg.BindPort)
 	g.ready.update(now, Health{Joined: g.joined, Problem: g.problem()}, peersOf(peers))
+	g.bgp.update(now, g.joined, g.obs.Sessions, peers)
 	cands := candidates(g.cfg.Name, g.ready.state, peers)
 	groups := candidateGroups{g.cfg.Name: g.myGroups()}
+	fams := candidateFamilies{g.cfg.Name: g.bgp.families()}
 	for _, p := range peers {
 		groups[p.Name] = p.Groups
+		fams[p.Name] = p.BGP
 	}
-	changed := !slices.Equal(cands, g.cands) || !groups.equal(g.candGroups)
-	g.cands, g.candGroups = cands, groups
+	changed := !slices.Equal(cands, g.cands) || !groups.equal(g.candGroups) || !fams.equal(g.candBGP)
+	g.cands, g.candGroups, g.candBGP = cands, groups, fams
 	return changed
+}
+
+// wake is when evaluate must run again although nothing else changed
+// (zero: never): the end of a hold-down; g.mu is held.
+func (g *Gossip) wake() time.Time {
+	w, b := g.ready.wake(), g.bgp.wake()
+	if w.IsZero() || !b.IsZero() && b.Before(w) {
+		return b
+	}
+	return w
 }
 
 // Run gossips, keeps this host's State and watches for conflicts until ctx
@@ -391,7 +424,7 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 	for {
 		var wakeC <-chan time.Time
 		g.mu.Lock()
-		if w := g.ready.wake(); !w.IsZero() {
+		if w := g.wake(); !w.IsZero() {
 			wake = time.NewTimer(time.Until(w))
 			wakeC = wake.C
 		}
@@ -419,8 +452,9 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		changed := g.evaluate(time.Now())
 		announce := g.newPeer
 		g.newPeer = false
-		state, publish := g.ready.state, g.ready.state != g.published || !slices.Equal(g.myGroups(), g.pubGroups)
-		g.published, g.pubGroups = state, g.myGroups()
+		state, groups, fams := g.ready.state, g.myGroups(), g.bgp.families()
+		publish := state != g.published || !slices.Equal(groups, g.pubGroups) || !slices.Equal(fams, g.pubBGP)
+		g.published, g.pubGroups, g.pubBGP = state, groups, fams
 		problem, cands, peers := g.problem(), slices.Clone(g.cands), len(g.peers)
 		gossip, gossipChanged := g.health, g.health != publishedGossip
 		publishedGossip = gossip
@@ -437,7 +471,7 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 			logger.Info("Gossip health changed", "reason", gossip.Reason, "message", gossip.Message)
 		}
 		if publish {
-			logger.Info("Member state changed", "state", state, "problem", problem, "owners", cands)
+			logger.Info("Member state changed", "state", state, "problem", problem, "bgpFamilies", fams, "owners", cands)
 			if err := ml.UpdateNode(time.Second); err != nil {
 				logger.V(2).Info("Member state not yet gossiped", "err", err)
 			}
@@ -485,7 +519,8 @@ type delegate struct{ g *Gossip }
 func (d delegate) NodeMeta(int) []byte {
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
-	return encodeMeta(meta{State: d.g.ready.state, MAC: d.g.mac, Groups: d.g.myGroups()})
+	fams := encodeFamilies(d.g.bgp.families())
+	return encodeMeta(meta{State: d.g.ready.state, MAC: d.g.mac, Groups: d.g.myGroups(), BGP: &fams})
 }
 func (delegate) NotifyMsg([]byte)                {}
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
@@ -510,7 +545,11 @@ func (g *Gossip) memberUp(n *memberlist.Node, joined bool) {
 	if err != nil {
 		klog.Background().V(2).Info("Member with unreadable metadata is never an owner", "member", n.Name, "err", err)
 	}
-	g.peers[n.Name] = Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr, Groups: m.Groups}
+	member := Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr, Groups: m.Groups}
+	if m.BGP != nil {
+		member.BGP = decodeFamilies(*m.BGP)
+	}
+	g.peers[n.Name] = member
 	g.gossiped[n.Name] = true
 	if m.MAC != "" {
 		g.macs[m.MAC] = n.Name

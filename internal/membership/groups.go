@@ -14,8 +14,9 @@ import (
 // to (a short hash of each selector its labels match, of the selectors the
 // LoadBalancers use), and the owner of an address of a group is elected
 // among the Ready members that publish the group. A member that publishes
-// no groups at all (an agent from before host selectors, or a host known
-// only from the link) belongs to every group, as it serves every address.
+// no groups at all (an agent from before host selectors) belongs to every
+// group, as it serves every address; a host known only from the link
+// belongs to none (presence.go).
 
 // Group names the group of the hosts a selector picks: a short hash of the
 // selector's text, small enough for the gossip metadata (512 bytes). ""

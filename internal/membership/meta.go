@@ -17,12 +17,20 @@ type meta struct {
 	// Groups are the host groups the member belongs to (groups.go); always
 	// written, so that none ([]) differs from an older member's every (absent).
 	Groups []string `json:"g"`
+	// BGP are the address families it may advertise (encodeFamilies);
+	// always written, so that none ("") differs from an older member's
+	// every (absent).
+	BGP *string `json:"b"`
 }
 
 func encodeMeta(m meta) []byte {
 	m.Version = metaVersion
 	if m.Groups == nil {
 		m.Groups = []string{}
+	}
+	if m.BGP == nil {
+		none := ""
+		m.BGP = &none
 	}
 	b, _ := json.Marshal(m) // cannot fail: strings and an int
 	return b

@@ -20,6 +20,17 @@ import (
 //     within the presence window is a Ready member for ownership. So two
 //     agents that never gossiped share the addresses as if they did, and a
 //     restarted agent whose join fails does not claim everything.
+//   - It counts only for what the link shows it serves: the addresses that
+//     every host may hold. The host groups it belongs to (groups.go) and
+//     the BGP families it may advertise (bgp.go) travel only in gossip, so
+//     for the addresses of a group, and those advertised over BGP, it is no
+//     member: counted, it would win addresses that it never holds or
+//     advertises (a host outside the group, or without a session), and no
+//     host would serve them. The hosts of a group that cannot gossip each
+//     claim the group's addresses instead; the split brain guard settles
+//     each on one host. An address advertised over BGP is then advertised
+//     by each host that cannot gossip with the others, as when gossip
+//     between members is cut.
 //   - It stops counting once it has not been heard for the window (its
 //     agent died, its link went down): its share moves, as a dead gossip
 //     member's does, a little later. Nothing depends on the apiserver: the
@@ -49,7 +60,8 @@ func presenceWindow(probeInterval time.Duration) time.Duration { return 3 * prob
 // linkPeers returns the hosts known from the API (by MAC) that count as
 // Ready members although gossip does not show them: never gossip members
 // (gossiped), not members now (alive), and heard claiming an address within
-// window before now. Sorted by name.
+// window before now. They are in no host group and advertise no BGP family:
+// nothing on the link tells. Sorted by name.
 func linkPeers(now time.Time, window time.Duration, self string, apiMACs map[string]string, heard map[string]time.Time, alive map[string]Member, gossiped map[string]bool) []Member {
 	byName := map[string]Member{}
 	for mac, name := range apiMACs {
@@ -63,7 +75,7 @@ func linkPeers(now time.Time, window time.Duration, self string, apiMACs map[str
 		if !ok || now.Sub(at) > window {
 			continue
 		}
-		byName[name] = Member{Name: name, State: StateReady, MAC: mac}
+		byName[name] = Member{Name: name, State: StateReady, MAC: mac, Groups: []string{}, BGP: []string{}}
 	}
 	out := make([]Member, 0, len(byName))
 	for _, n := range slices.Sorted(maps.Keys(byName)) {

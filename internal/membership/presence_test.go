@@ -2,6 +2,7 @@ package membership
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +58,12 @@ func TestLinkPeers(t *testing.T) {
 			for _, m := range linkPeers(t0, window, "lb-a", api, tt.heard, tt.alive, tt.gossiped) {
 				if m.State != StateReady {
 					t.Errorf("%s is %s, want Ready", m.Name, m.State)
+				}
+				if m.Groups == nil || len(m.Groups) > 0 {
+					t.Errorf("%s is in groups %#v, want none (not every one: nil)", m.Name, m.Groups)
+				}
+				if m.BGP == nil || len(m.BGP) > 0 {
+					t.Errorf("%s may advertise BGP families %#v, want none (not every one: nil)", m.Name, m.BGP)
 				}
 				got = append(got, m.Name)
 			}
@@ -129,5 +136,48 @@ func TestHostsByMAC(t *testing.T) {
 	got := hostsByMAC(map[string]string{"m1": "gossip-1"}, map[string]string{"m1": "api-1", "m2": "api-2"})
 	if diff := cmp.Diff(map[string]string{"m1": "gossip-1", "m2": "api-2"}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestLinkOnlyHostOwnsNoGroupAddress: with gossip broken, a host heard
+// only on the link publishes no groups, so its groups are unknown. A
+// selected host must not yield the addresses of its group to it: when
+// that host is outside the group (lb-b, not an edge host) it never holds
+// them, and they would be held by no host. It counts for the addresses
+// that every host serves only.
+func TestLinkOnlyHostOwnsNoGroupAddress(t *testing.T) {
+	const macB = "02:00:00:00:00:0b"
+	edge := Group("example.net/edge=true")
+	g := New(Config{Name: "lb-a", Interface: "lo", ConflictProbeInterval: time.Second})
+	g.linkState = func(string) (bool, error) { return true, nil }
+	g.joined = true
+	g.heard[macB] = time.Now() // lb-b holds an address of every host
+	grouped, shared := vips(32), vips(64)[32:]
+	groups := map[netip.Addr]string{}
+	for _, v := range grouped {
+		groups[v] = edge
+	}
+	g.Observe(Observation{
+		VIPs: append(slices.Clone(grouped), shared...), NodesReachable: true,
+		Hosts:  []Host{{Name: "lb-b", MAC: macB}},
+		Groups: groups, MyGroups: []string{edge},
+	})
+	var yielded []netip.Addr
+	for _, v := range grouped {
+		if !g.Owns(v) {
+			yielded = append(yielded, v)
+		}
+	}
+	if len(yielded) > 0 {
+		t.Errorf("lb-a, the only edge host it knows of, yields %d of %d edge addresses to lb-b, known only from the link: %v", len(yielded), len(grouped), yielded)
+	}
+	owned := 0
+	for _, v := range shared {
+		if g.Owns(v) {
+			owned++
+		}
+	}
+	if owned == 0 || owned == len(shared) {
+		t.Errorf("lb-a owns %d of %d addresses of every host, want them shared with lb-b", owned, len(shared))
 	}
 }

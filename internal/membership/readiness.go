@@ -122,6 +122,9 @@ type Member struct {
 	// Groups are the host groups it belongs to; nil: every group (it
 	// publishes none: see groups.go).
 	Groups []string
+	// BGP are the address families it may advertise over BGP; nil: every
+	// family (it publishes none: see bgp.go).
+	BGP []string
 }
 
 // candidates are the members that may own addresses: the Ready ones, this
