@@ -179,14 +179,6 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 			Name: name, Host: h, LoadBalancer: lb, Dir: dir,
 			paths: nodePaths{dir: dir}, cgroupRoot: prefix + "/" + name,
 		})
-		clients, unlink, err := o.Topology.AddClients(ctx, l)
-		if err != nil {
-			return err
-		}
-		c.Clients = clients
-		if unlink != nil {
-			c.closers = append(c.closers, unlink)
-		}
 		return nil
 	}
 	for i := 1; i <= o.LBHosts; i++ {
@@ -207,6 +199,14 @@ func (c *Cluster) startHosts(ctx context.Context) error {
 	// The late workers wait outside Nodes until they join.
 	k := o.LBHosts + o.Workers
 	c.Nodes, c.late = c.Nodes[:k:k], c.Nodes[k:]
+	clients, unlink, err := o.Topology.AddClients(ctx, l)
+	if err != nil {
+		return err
+	}
+	c.Clients = clients
+	if unlink != nil {
+		c.closers = append(c.closers, unlink)
+	}
 	return nil
 }
 
