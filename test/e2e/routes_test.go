@@ -19,12 +19,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netns"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
@@ -831,5 +833,33 @@ func grant(t *testing.T, cp *controlplane.ControlPlane, name string, subject rba
 	}
 	if _, err := c.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	waitGranted(t, cp, subject, rules)
+}
+
+// waitGranted waits until the apiserver's authorizer allows subject the
+// first verb of each rule: the RBAC authorizer reads roles and bindings
+// from an informer, so a request made at once may still be forbidden.
+func waitGranted(t *testing.T, cp *controlplane.ControlPlane, subject rbacv1.Subject, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	spec := authorizationv1.SubjectAccessReviewSpec{User: subject.Name}
+	switch subject.Kind {
+	case rbacv1.GroupKind:
+		spec = authorizationv1.SubjectAccessReviewSpec{User: "any", Groups: []string{subject.Name}}
+	case rbacv1.ServiceAccountKind:
+		spec.User = "system:serviceaccount:" + subject.Namespace + ":" + subject.Name
+	}
+	for _, r := range rules {
+		if len(r.Verbs) == 0 || len(r.Resources) == 0 || len(r.APIGroups) == 0 {
+			continue
+		}
+		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]}
+		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			sar, err := cp.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+			return err == nil && sar.Status.Allowed, nil
+		})
+		if err != nil {
+			t.Fatalf("%s %s is not allowed to %s %s within 30s of its grant", subject.Kind, subject.Name, r.Verbs[0], r.Resources[0])
+		}
 	}
 }
