@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/metricscheck"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
@@ -29,15 +27,10 @@ import (
 // within two minutes is no alert: the check retries until then and names
 // each alert that still holds, with its samples.
 func checkNoAlertFires(t *testing.T, c *realcluster.Cluster) {
-	bin, err := controlplane.ModuleTool(t.Context(), controlplane.ToolPromcheck)
+	bin, rulesFile, err := metricscheck.AlertTools(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(root, "deploy", "monitoring", "groundcloud.rules.yaml")
 	var last metricscheck.Evaluation
 	var lastErr error
 	_ = wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

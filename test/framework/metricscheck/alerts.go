@@ -11,7 +11,24 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
+
+// AlertTools returns the promcheck binary (built once from
+// hack/tools/promcheck) and deploy/monitoring's alerting rules, what
+// EvalAlerts takes.
+func AlertTools(ctx context.Context) (promcheck, rulesFile string, err error) {
+	promcheck, err = controlplane.ModuleTool(ctx, controlplane.ToolPromcheck)
+	if err != nil {
+		return "", "", err
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	return promcheck, filepath.Join(root, "deploy", "monitoring", "groundcloud.rules.yaml"), nil
+}
 
 // Evaluation is promcheck's output with -samples: the alerting rules it
 // evaluated and those whose expression returned samples.

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 )
 
 // The healthy clusters of testdata/alerts, one directory each: two agents
@@ -245,15 +243,11 @@ func alertTools(t *testing.T) (string, string) {
 	if testing.Short() {
 		t.Skip("builds and runs hack/tools/promcheck; skipped with -short")
 	}
-	bin, err := controlplane.ModuleTool(t.Context(), controlplane.ToolPromcheck)
+	bin, rules, err := AlertTools(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin, filepath.Join(root, "deploy", "monitoring", "groundcloud.rules.yaml")
+	return bin, rules
 }
 
 // healthyCluster reads testdata/alerts/<kind>.

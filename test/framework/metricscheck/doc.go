@@ -8,7 +8,8 @@
 //
 // It owns: reading promcheck's report and evaluation and the Prometheus
 // text exposition format (with github.com/prometheus/common/expfmt), and
-// the comparison, which is pure; running the promcheck binary it is given
+// the comparison, which is pure; finding promcheck and the rules
+// (AlertTools) and running promcheck
 // over pages it is given; and the alerts' fixtures (testdata/alerts: a
 // healthy L2, BGP and mixed cluster; each alert's fault as edits of them),
 // whose tests enumerate the alerts of the rules file so that an alert
