@@ -147,7 +147,7 @@ func TestBucketMapsShareChoices(t *testing.T) {
 	}
 	services, _ := normalize(st)
 	m := newAssignMemo()
-	first, second := desired(services, m), desired(services, m)
+	first, second := desired(services, m, Counting{}), desired(services, m, Counting{})
 
 	choices := map[*BucketChoices]bool{}
 	for _, svc := range st.Services {
@@ -183,7 +183,7 @@ func TestBucketMapManyBackends(t *testing.T) {
 		want = append(want, backends[i].Addrs[0].String()+" . 30080")
 	}
 	services, _ := normalize(st)
-	for name, r := range map[string]Ruleset{"without memo": Desired(st), "with memo": desired(services, newAssignMemo())} {
+	for name, r := range map[string]Ruleset{"without memo": Desired(st), "with memo": desired(services, newAssignMemo(), Counting{})} {
 		got := bucketTexts(r.IPv4.Maps[bucketMapName("ns/big", st.Services[0].Ports[0])])
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: bucket values (-want +got):\n%s", name, diff)

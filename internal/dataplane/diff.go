@@ -24,6 +24,11 @@ func FullSync(tx *knftables.Transaction, desired *Table, existing map[string][]s
 	for _, name := range maps {
 		tx.Add(desired.Maps[name].object())
 	}
+	// Adding a counter that exists keeps its values: counters survive
+	// full syncs as they do partial ones.
+	for _, name := range sortedKeys(desired.Counters) {
+		tx.Add(&knftables.Counter{Name: name})
+	}
 	for _, name := range chains {
 		tx.Flush(&knftables.Chain{Name: name})
 	}
@@ -43,6 +48,10 @@ func FullSync(tx *knftables.Transaction, desired *Table, existing map[string][]s
 	}
 	for _, name := range staleChains {
 		tx.Delete(&knftables.Chain{Name: name})
+	}
+	// Every map was flushed or deleted above: nothing refers to these.
+	for _, name := range stale(existing["counter"], desired.Counters) {
+		tx.Delete(&knftables.Counter{Name: name})
 	}
 
 	for _, name := range chains {
@@ -117,17 +126,22 @@ func bucketsElement(m *Map) *knftables.Element {
 // as the last successful sync left it) into desired: new chains and maps,
 // changed chains (flushed and refilled), changed map elements (deleted and
 // added again: the kernel refuses to overwrite an element's value), removed
-// elements, chains and maps. Operations are ordered so that nothing is
+// elements, chains, maps and counters. Counters present in both are left
+// alone, so their values go on. Operations are ordered so that nothing is
 // deleted while still referenced. It is pure.
 func PartialSync(tx *knftables.Transaction, applied, desired *Table, batch bool) {
 	newChains, changedChains, goneChains := diffChains(applied, desired)
 	newMaps, goneMaps := diffMaps(applied, desired)
+	newCounters, goneCounters := diffCounters(applied, desired)
 
 	for _, name := range newChains {
 		tx.Add(desired.Chains[name].object())
 	}
 	for _, name := range newMaps {
 		tx.Add(desired.Maps[name].object())
+	}
+	for _, name := range newCounters {
+		tx.Add(&knftables.Counter{Name: name})
 	}
 	for _, name := range sortedKeys(desired.Maps) {
 		if old, ok := applied.Maps[name]; ok && !slices.Contains(newMaps, name) {
@@ -169,6 +183,10 @@ func PartialSync(tx *knftables.Transaction, applied, desired *Table, batch bool)
 	}
 	for _, name := range goneChains {
 		tx.Delete(&knftables.Chain{Name: name})
+	}
+	// Last: the elements that referred to them are gone by now.
+	for _, name := range goneCounters {
+		tx.Delete(&knftables.Counter{Name: name})
 	}
 }
 

@@ -49,9 +49,16 @@
 // State.Interface sends each packet unchanged to the node of its bucket
 // with "fwd".
 //
+// With Syncer.CountTraffic the tables also hold named counters of the
+// traffic of each frontend (and, in proxy forwarding, of the new
+// connections to each node), looked up by "counter name ... map"; they are
+// added and deleted in the same transactions as the rest, never reset by
+// a sync, and ReadCounters reads them with what each one counts.
+//
 // README.md in this directory walks through both tables as nft lists them,
 // gives the reasons for their shape (bucket maps, chains per node,
-// conntrack clean-up in the kernel) and lists the known limits, among
+// traffic counters, conntrack clean-up in the kernel) and lists the known
+// limits, among
 // them what happens to packets for a VIP port no service uses.
 // docs/packet-path.md follows a packet from a client to a pod.
 package dataplane

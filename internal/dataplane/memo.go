@@ -29,7 +29,10 @@ type assignMemo struct {
 	// frontends are the texts of each frontend's elements (see
 	// frontendText), swept like texts.
 	frontends map[frontendTextKey]swept[frontendText]
-	sweeps    uint64
+	// received are the received counters of frontends and their map
+	// elements' value (see receivedText), swept like texts.
+	received map[receivedKey]swept[receivedText]
+	sweeps   uint64
 	// sizes are the numbers of elements of the plain maps of the tables
 	// planned last, by family and name (see presize).
 	sizes map[mapSizeKey]int
@@ -52,7 +55,14 @@ func (m *assignMemo) presize(t *Table) {
 			mp.Elements = make(map[string]Element, n)
 		}
 	}
+	if n := m.sizes[mapSizeKey{t.Family, countersSizeKey}]; n > 0 && t.Counters == nil {
+		t.Counters = make(map[string]TrafficCounter, n)
+	}
 }
+
+// countersSizeKey is the name under which sizes holds the number of a
+// table's counters (no map has a name with a space).
+const countersSizeKey = "counters "
 
 // recordSizes remembers the sizes of t's plain maps for presize.
 func (m *assignMemo) recordSizes(t *Table) {
@@ -67,6 +77,7 @@ func (m *assignMemo) recordSizes(t *Table) {
 			m.sizes[mapSizeKey{t.Family, name}] = len(mp.Elements)
 		}
 	}
+	m.sizes[mapSizeKey{t.Family, countersSizeKey}] = len(t.Counters)
 }
 
 // portTextKey is what the chain name and DNAT rule of a service port with
@@ -172,7 +183,8 @@ type backendSet struct {
 
 func newAssignMemo() *assignMemo {
 	return &assignMemo{entries: map[string]memoEntry{}, backendSets: map[string]*backendSet{}, used: map[string]bool{},
-		texts: map[portTextKey]swept[portText]{}, frontends: map[frontendTextKey]swept[frontendText]{}}
+		texts: map[portTextKey]swept[portText]{}, frontends: map[frontendTextKey]swept[frontendText]{},
+		received: map[receivedKey]swept[receivedText]{}}
 }
 
 // text is the portText of k, formatted when k was not asked for in the
@@ -243,6 +255,7 @@ func (m *assignMemo) sweep() {
 	clear(m.used)
 	forget(m.texts, m.sweeps)
 	forget(m.frontends, m.sweeps)
+	forget(m.received, m.sweeps)
 	m.sweeps++
 }
 

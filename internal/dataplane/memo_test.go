@@ -80,7 +80,7 @@ func TestDesiredMemoMatches(t *testing.T) {
 			})
 		}
 		services, _ := normalize(st)
-		got, want := desired(services, m), Desired(st)
+		got, want := desired(services, m, Counting{}), Desired(st)
 		if len(got.IPv4.Chains) != len(want.IPv4.Chains) {
 			t.Fatalf("%+v: %d chains with the memo, %d without", step, len(got.IPv4.Chains), len(want.IPv4.Chains))
 		}
@@ -123,10 +123,10 @@ func BenchmarkDesired1000x100(b *testing.B) {
 	b.Run("memo", func(b *testing.B) {
 		m := newAssignMemo()
 		services, _ := normalize(st)
-		desired(services, m) // as the sync before
+		desired(services, m, Counting{}) // as the sync before
 		for b.Loop() {
 			services, _ := normalize(st)
-			desired(services, m)
+			desired(services, m, Counting{})
 		}
 	})
 	b.Run("none", func(b *testing.B) {

@@ -56,7 +56,10 @@ func passthroughGroupMapName(f family, group string) string {
 // (State.Self), accepts, so that the packet goes up this host's stack to
 // its own kube-proxy. Frontends without a reachable bucket get no element:
 // their packets reach the ip/ip6 table, which rejects them.
-func desiredNetDev(services []service, memo *assignMemo) *Table {
+//
+// With c.Frontends, each service port's chain also counts what clients
+// send to each of its frontends (see addPassthroughCounter).
+func desiredNetDev(services []service, memo *assignMemo, c Counting) *Table {
 	groups := groupMaps{}
 	t := newTable(knftables.NetDevFamily)
 	iface := ""
@@ -82,14 +85,14 @@ func desiredNetDev(services []service, memo *assignMemo) *Table {
 	for _, svc := range services {
 		if svc.passthrough {
 			for _, f := range []family{ipv4, ipv6} {
-				addPassthrough(t, f, svc, memo, groups)
+				addPassthrough(t, f, svc, memo, groups, c)
 			}
 		}
 	}
 	return t
 }
 
-func addPassthrough(t *Table, f family, svc service, memo *assignMemo, groups groupMaps) {
+func addPassthrough(t *Table, f family, svc service, memo *assignMemo, groups groupMaps, c Counting) {
 	index, choices, grouped := passthroughBuckets(f, svc, memo, groups)
 	if !hasElements(index) {
 		return
@@ -114,10 +117,16 @@ func addPassthrough(t *Table, f family, svc service, memo *assignMemo, groups gr
 			if svc.restricted {
 				rules = append(rules, firewallRule(f, svc.ranges))
 			}
+			if c.Frontends {
+				rules = append(rules, passthroughCountRule(f))
+			}
 			t.addChain(chain, append(rules, bucketRule(f, svc.affinity, seed, bucketMap))...)
 		}
 		key := []string{fe.vip.String(), fe.port.Protocol.nft(), strconv.Itoa(int(fe.port.Port))}
 		t.addElement(dispatch, key, []string{"goto " + chain})
+		if c.Frontends {
+			addPassthroughCounter(t, f, memo, svc.name, fe, key)
+		}
 	}
 	if !served {
 		return

@@ -18,16 +18,16 @@ const HashSeed = 0x67636c64 // "gcld"
 // Validate reports are left out; everything else is programmed.
 func Desired(s State) Ruleset {
 	services, _ := normalize(s)
-	return desired(services, nil)
+	return desired(services, nil, Counting{})
 }
 
-// desired computes the ruleset; memo (may be nil) remembers bucket
-// assignments between calls.
-func desired(services []service, memo *assignMemo) Ruleset {
+// desired computes the ruleset with the counters of c; memo (may be nil)
+// remembers bucket assignments between calls.
+func desired(services []service, memo *assignMemo, c Counting) Ruleset {
 	r := Ruleset{
-		IPv4:   desiredTable(ipv4, services, memo),
-		IPv6:   desiredTable(ipv6, services, memo),
-		NetDev: desiredNetDev(services, memo),
+		IPv4:   desiredTable(ipv4, services, memo, c),
+		IPv6:   desiredTable(ipv6, services, memo, c),
+		NetDev: desiredNetDev(services, memo, c),
 	}
 	memo.sweep()
 	return r
@@ -100,11 +100,12 @@ func skeleton(f family) *Table {
 	return t
 }
 
-func desiredTable(f family, services []service, memo *assignMemo) *Table {
+func desiredTable(f family, services []service, memo *assignMemo, c Counting) *Table {
 	t := skeleton(f)
+	addCountingRules(t, f, c)
 	memo.presize(t)
 	groups := groupMaps{}
-	ofFamily := &familyBackends{f: f}
+	ofFamily := &familyBackends{f: f, counting: c}
 	for _, svc := range services {
 		addService(t, f, svc, memo, groups, ofFamily)
 	}
@@ -116,9 +117,10 @@ func desiredTable(f family, services []service, memo *assignMemo) *Table {
 // all of them, and then no copy. It remembers the last list it filtered,
 // which the services of a table usually share.
 type familyBackends struct {
-	f    family
-	last sharedList
-	out  []Backend
+	f        family
+	counting Counting // the table's counters, for addService
+	last     sharedList
+	out      []Backend
 }
 
 func (c *familyBackends) of(backends []Backend) []Backend {
@@ -224,7 +226,8 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 		return
 	}
 
-	backends, _ := ForNewFlows(ofFamily.of(svc.backends), svc.self)
+	all := ofFamily.of(svc.backends)
+	backends, _ := ForNewFlows(all, svc.self)
 	var index *[BucketCount]uint8
 	var choices *BucketChoices
 	group := groups.of("proxy", f, svc, backends, memo)
@@ -266,6 +269,9 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 			t.addElementText(mapNodePorts, text.joined, text.key, text.nodePort)
 		}
 		t.addElementText(mapServicePorts, text.joined, text.key, text.verd)
+		if ofFamily.counting.any() {
+			addFrontendCounters(t, f, ofFamily.counting, memo, svc.name, fe, text.key, text.joined, all)
+		}
 		if fwChain != "" {
 			t.addElementText(mapFirewallIPs, text.joined, text.key, []string{"goto " + fwChain})
 		}

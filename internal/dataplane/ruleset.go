@@ -44,6 +44,9 @@ type Table struct {
 	// conntrack entries are deleted, because UDP has no end that would let
 	// the flows move on by themselves.
 	UDPFlows map[Flow]bool
+	// Counters are the table's named traffic counters by name (see
+	// Counting); nil without.
+	Counters map[string]TrafficCounter
 }
 
 // Chain is a chain and its rules, in nft syntax.

@@ -104,12 +104,26 @@ func BenchmarkSync5000x100(b *testing.B) {
 	}
 }
 
-func benchmarkSync(b *testing.B, group string) {
+// BenchmarkSync5000x100Counters is BenchmarkSync5000x100 with a bucket map
+// per group and the traffic counters (CountTraffic): per address, and per
+// address and node (500,000 counters of new connections).
+func BenchmarkSync5000x100Counters(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		counting Counting
+	}{{"address", Counting{Frontends: true}}, {"node", countAll}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkSyncCounting(b, "cluster", c.counting) })
+	}
+}
+
+func benchmarkSync(b *testing.B, group string) { benchmarkSyncCounting(b, group, Counting{}) }
+
+func benchmarkSyncCounting(b *testing.B, group string, counting Counting) {
 	const services = 5000
 	ctx := context.Background()
 	states := []State{scaleState(services, 100, group), scaleState(services, 101, group)}
 	newSyncer := func(b *testing.B) *Syncer {
-		s := NewSyncer(discardNFT{knftables.NewFake(knftables.IPv4Family, TableName)}, nil, nil, nil).BatchBucketElements()
+		s := NewSyncer(discardNFT{knftables.NewFake(knftables.IPv4Family, TableName)}, nil, nil, nil).BatchBucketElements().CountTraffic(counting)
 		if _, err := s.Sync(ctx, states[0]); err != nil {
 			b.Fatal(err)
 		}
@@ -165,7 +179,7 @@ func BenchmarkDesiredPassthrough5000x100(b *testing.B) {
 	services, _ := normalize(st)
 	memo := newAssignMemo()
 	for b.Loop() {
-		desired(services, memo)
+		desired(services, memo, Counting{})
 	}
 }
 

@@ -37,7 +37,8 @@ type Syncer struct {
 	applied  Ruleset
 	// unflushed are stale UDP flows whose conntrack deletion failed; retried.
 	unflushed map[Flow]bool
-	batch     bool // see BatchBucketElements
+	batch     bool     // see BatchBucketElements
+	counting  Counting // see CountTraffic
 }
 
 // BatchBucketElements makes the Syncer write all the elements of a new or
@@ -98,7 +99,7 @@ func (s *Syncer) Sync(ctx context.Context, st State) (Result, error) {
 	if len(problems) > 0 {
 		logger.V(2).Info("Skipping invalid parts of the load-balancer state", "err", errors.Join(problems...))
 	}
-	desired := desired(services, s.memo)
+	desired := desired(services, s.memo, s.counting)
 	full := s.needFull
 	start := time.Now()
 

@@ -187,8 +187,8 @@ func normalizeService(svc Service, checked *cleanCache) (service, []error) {
 		switch {
 		case p.Protocol.nft() == "":
 			bad("port %q: unsupported protocol %q", p.Name, p.Protocol)
-		case p.Port == 0 || p.NodePort == 0:
-			bad("port %q: port and nodePort must be set (got %d and %d)", p.Name, p.Port, p.NodePort)
+		case p.Port == 0 || (p.NodePort == 0 && svc.Forwarding != Passthrough):
+			bad("port %q: port and nodePort must be set (got %d and %d); only passthrough forwarding needs no nodePort", p.Name, p.Port, p.NodePort)
 		case slices.ContainsFunc(clean.ports, func(q Port) bool { return q.Protocol == p.Protocol && q.Port == p.Port }):
 			bad("port %s/%d listed more than once", p.Protocol, p.Port)
 		default:

@@ -198,3 +198,22 @@ func TestCheckHost(t *testing.T) {
 		t.Errorf("checkHost without nf_conntrack loaded = %v, want nil", err)
 	}
 }
+
+// TestValidateNodePortOnlyForProxy: a port with no node port (a Service
+// with allocateLoadBalancerNodePorts false) is valid in passthrough
+// forwarding, which hands the packet to a node's kube-proxy unchanged, and
+// a problem in proxy forwarding, which DNATs to it.
+func TestValidateNodePortOnlyForProxy(t *testing.T) {
+	noNodePort := func(fwd Forwarding) Service {
+		return newService("ns/s", withVIPs("192.0.2.100"), withPort(TCP, 80, 0), withBackend("node-a", true, nodeA...),
+			func(s *Service) { s.Forwarding = fwd })
+	}
+	st := State{Interface: "eth0", Services: []Service{noNodePort(Passthrough)}}
+	if err := Validate(st); err != nil {
+		t.Errorf("passthrough without a node port: %v", err)
+	}
+	st.Services = []Service{noNodePort(Proxy)}
+	if err := Validate(st); err == nil || !strings.Contains(err.Error(), "only passthrough forwarding needs no nodePort") {
+		t.Errorf("proxy without a node port: %v, want a problem", err)
+	}
+}

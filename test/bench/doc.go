@@ -4,7 +4,8 @@
 // GROUNDCLOUD_BENCH_DOCS=<file>, rewrite their own section of that file
 // (docs/benchmarks.md).
 //
-// Where each runs: the data-plane, failover, full-conntrack failover and
+// Where each runs: the data-plane (with its traffic-counters variant),
+// failover, full-conntrack failover and
 // BGP benchmarks on the real cluster (test/framework/realcluster: kubelets,
 // kube-proxy, groundcloud from deploy/, Pods of groundcloud-echo; the BGP
 // one with FRR as a router, test/framework/frr); the scale benchmark on the
