@@ -13,11 +13,17 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/groundcloud/groundcloud/internal/lbclass"
+	"github.com/groundcloud/groundcloud/internal/outofservice"
+	"github.com/groundcloud/groundcloud/internal/provider"
 )
 
 // classClientName is the user agent of the load-balancer class
 // controller's client.
 const classClientName = "service-lb-class-controller"
+
+// outOfServiceClientName is the user agent of the out-of-service
+// controller's client.
+const outOfServiceClientName = "bmc-out-of-service-controller"
 
 // Options are groundcloud's flags that choose controllers.
 type Options struct {
@@ -37,6 +43,10 @@ func controllerInitializers(opts *Options) map[string]app.ControllerInitFuncCons
 	m[names.ServiceLBController] = app.ControllerInitFuncConstructor{
 		InitContext: upstream.InitContext,
 		Constructor: unlessClassOnly(upstream.Constructor, opts),
+	}
+	m[outofservice.ControllerName] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: outOfServiceClientName},
+		Constructor: startOutOfServiceController,
 	}
 	m[lbclass.ControllerName] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: classClientName},
@@ -75,6 +85,25 @@ func startClassController(ic app.ControllerInitContext, cfg *config.CompletedCon
 			cfg.ComponentConfig.KubeCloudShared.ClusterName)
 		logger := klog.FromContext(ctx).WithName(lbclass.ControllerName)
 		go c.Run(klog.NewContext(ctx, logger), int(cfg.ComponentConfig.ServiceController.ConcurrentServiceSyncs))
+		return nil, true, nil
+	}
+}
+
+// startOutOfServiceController starts internal/outofservice over the shared
+// Node informer, the cloud-config and the provider's BMC poller. It always
+// runs; machines without bmc-out-of-service = taint are left alone.
+func startOutOfServiceController(ic app.ControllerInitContext, cfg *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		p, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		outofservice.RegisterMetrics()
+		nodes := cfg.SharedInformers.Core().V1().Nodes()
+		c := outofservice.New(cfg.ClientBuilder.ClientOrDie(ic.ClientName), nodes.Lister(), nodes.Informer().HasSynced,
+			p.Config, p.Power())
+		logger := klog.FromContext(ctx).WithName(outofservice.ControllerName)
+		go c.Run(klog.NewContext(ctx, logger))
 		return nil, true, nil
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/controller-manager/controller"
 
 	"github.com/groundcloud/groundcloud/internal/lbclass"
+	"github.com/groundcloud/groundcloud/internal/outofservice"
 )
 
 // TestControllerInitializers: the class controller is added to a copy of
@@ -20,7 +21,7 @@ import (
 func TestControllerInitializers(t *testing.T) {
 	before := app.ControllerNames(app.DefaultInitFuncConstructors)
 	got := app.ControllerNames(controllerInitializers(&Options{}))
-	want := append(slices.Clone(before), lbclass.ControllerName)
+	want := append(slices.Clone(before), lbclass.ControllerName, outofservice.ControllerName)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("controllers %v, want %v", got, want)

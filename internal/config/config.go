@@ -3,6 +3,7 @@ package config
 import (
 	"net/netip"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,6 +30,10 @@ type Global struct {
 	// select on label keys a Node's kubelet may set on its own Node
 	// (hostselector.go).
 	AllowNodeSetLabels bool
+	// BMCOutOfService and BMCOutOfServiceGrace are the bmc-out-of-service
+	// keys (outofservice.go).
+	BMCOutOfService      OutOfService
+	BMCOutOfServiceGrace time.Duration
 }
 
 // HealthCheckKind is how agents probe a node for externalTrafficPolicy
@@ -69,6 +74,12 @@ type Machine struct {
 	Addresses    []corev1.NodeAddress
 	Labels       map[string]string // nil if none
 	State        MachineState
+	// BMC is the machine's baseboard management controller; nil without
+	// bmc-url.
+	BMC *BMC
+	// OutOfService is the machine's bmc-out-of-service; "" means
+	// [Global]'s (see Config.OutOfServiceOf).
+	OutOfService OutOfService
 }
 
 // Pool is a [Pool "name"] section.

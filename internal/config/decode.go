@@ -68,7 +68,10 @@ func (d *decoder) section(s *rawSection) {
 	}
 	// A section that is not kept is still decoded, into t, so that the
 	// problems of its entries are reported too.
-	d.entries(spec, s, t, label)
+	given := d.entries(spec, s, t, label)
+	if spec.kind == machineSection {
+		checkBMC(t.machine, t.bmc, given, label, d.p)
+	}
 	if keep {
 		d.ranges = append(d.ranges, t.ranges...)
 		d.selectors = append(d.selectors, t.selectors...)
@@ -99,7 +102,9 @@ func (d *decoder) checkHeader(spec sectionSpec, s *rawSection, label string) boo
 	return true
 }
 
-func (d *decoder) entries(spec sectionSpec, s *rawSection, t *target, label string) {
+// entries decodes a section's entries into t and returns the line each key
+// was first given on.
+func (d *decoder) entries(spec sectionSpec, s *rawSection, t *target, label string) map[string]int {
 	given := map[string]int{} // line each key was first given on
 	for _, e := range s.Entries {
 		k, ok := lookupKey(spec.kind, e.Key)
@@ -140,6 +145,7 @@ func (d *decoder) entries(spec sectionSpec, s *rawSection, t *target, label stri
 			}
 		}
 	}
+	return given
 }
 
 func sectionNames() []string {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,8 +132,9 @@ func assign[T any](vt valueType[T], field func(*target) *T) binding {
 	})
 }
 
-// keys is every key: the ones below and bgpKeys (bgp.go).
-var keys = append(baseKeys, bgpKeys...)
+// keys is every key: the ones below, bmcKeys (bmc.go), outOfServiceGlobalKeys
+// (outofservice.go) and bgpKeys (bgp.go).
+var keys = slices.Concat(baseKeys, bmcKeys, outOfServiceGlobalKeys, bgpKeys)
 
 var baseKeys = []keySpec{
 	{
@@ -296,6 +298,7 @@ type target struct {
 	pool    *Pool
 	routes  *Routes
 	peer    *BGPPeer
+	bmc     BMC // a machine's, kept only with bmc-url (checkBMC)
 
 	firstLine map[string]int // line each value of a multi key was first given on
 	ranges    []placedRange

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -21,7 +22,8 @@ var cmpConfig = cmp.Options{
 var defaultHealthCheck = ClusterHealthCheck{Kind: HealthCheckHTTP, Port: 10256, Path: "/healthz"}
 
 func newConfig(opts ...func(*Config)) *Config {
-	c := &Config{Global: Global{Region: "eu", ClusterHealthCheck: defaultHealthCheck}, Machines: map[string]*Machine{}}
+	c := &Config{Global: Global{Region: "eu", ClusterHealthCheck: defaultHealthCheck,
+		BMCOutOfService: OutOfServiceOff, BMCOutOfServiceGrace: DefaultOutOfServiceGrace}, Machines: map[string]*Machine{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -55,6 +57,7 @@ func withZone(z string) func(*Machine)        { return func(m *Machine) { m.Zone
 func withRegion(r string) func(*Machine)      { return func(m *Machine) { m.Region = r } }
 func withType(t string) func(*Machine)        { return func(m *Machine) { m.InstanceType = t } }
 func withState(s MachineState) func(*Machine) { return func(m *Machine) { m.State = s } }
+func withBMC(b BMC) func(*Machine)            { return func(m *Machine) { m.BMC = &b } }
 func withAddress(t corev1.NodeAddressType, a string) func(*Machine) {
 	return func(m *Machine) { m.Addresses = append(m.Addresses, corev1.NodeAddress{Type: t, Address: a}) }
 }
@@ -121,6 +124,30 @@ addresses = 192.0.2.0/28
 				withMachines(newMachine("web-1")),
 				withPools(newPool("public", withRange("192.0.2.0", "192.0.2.15"))),
 			),
+		},
+		{
+			name: "a BMC with its defaults, and one with every key",
+			in: `[Global]
+region = eu
+[Machine "web-1"]
+bmc-url = https://10.0.9.1/
+bmc-insecure-skip-verify
+[Machine "web-2"]
+bmc-url = https://[fd00::9]:8443
+bmc-system = System.Embedded.1
+bmc-username-file = /s/user
+bmc-password-file = /s/pass
+bmc-ca-file = /s/ca.pem
+bmc-timeout = 2s
+bmc-poll-interval = 1m
+`,
+			want: newConfig(withMachines(
+				newMachine("web-1", withBMC(BMC{URL: "https://10.0.9.1", InsecureSkipVerify: true,
+					Timeout: DefaultBMCTimeout, PollInterval: DefaultBMCPollInterval})),
+				newMachine("web-2", withBMC(BMC{URL: "https://[fd00::9]:8443", System: "System.Embedded.1",
+					UsernameFile: "/s/user", PasswordFile: "/s/pass", CAFile: "/s/ca.pem",
+					Timeout: 2 * time.Second, PollInterval: time.Minute})),
+			)),
 		},
 		{
 			name: "sharing across namespaces is off unless a pool turns it on",

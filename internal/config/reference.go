@@ -108,6 +108,9 @@ cluster-health-check-port = 10256
 cluster-health-check-path = /healthz
 ; hosts selectors only on labels kubelets cannot set on their own Nodes
 allow-node-set-labels = false
+; Nodes of machines whose BMC says Off stay NotReady until a person acts
+bmc-out-of-service = off
+bmc-out-of-service-grace = 30s
 
 [Machine "web-1"]
 zone = rack-a
@@ -120,6 +123,16 @@ internal-dns = web-1.int.example.net
 external-dns = web-1.example.net
 label = example.net/disk=nvme
 label = owner=web-team
+; its BMC, asked for the machine's power state (credentials from a Secret)
+bmc-url = https://10.0.9.11
+bmc-system = /redfish/v1/Systems/1
+bmc-username-file = /etc/groundcloud/bmc/web-1/username
+bmc-password-file = /etc/groundcloud/bmc/web-1/password
+bmc-ca-file = /etc/groundcloud/bmc/ca.pem
+bmc-timeout = 5s
+bmc-poll-interval = 30s
+; taint its Node out of service once the BMC has said Off for the grace
+bmc-out-of-service = taint
 
 [Machine "db-1"]
 zone = rack-b
@@ -127,6 +140,10 @@ region = eu-south  ; this machine is in another building
 instance-type = x86-32c-256g
 internal-ip = 10.0.0.21
 state = shutdown   # powered off for maintenance
+bmc-url = https://10.0.9.21:8443
+bmc-username-file = /etc/groundcloud/bmc/db-1/username
+bmc-password-file = /etc/groundcloud/bmc/db-1/password
+bmc-insecure-skip-verify = true  ; its BMC has a self-signed certificate
 
 [Pool "public"]
 addresses = 203.0.113.64/27

@@ -13,6 +13,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/groundcloud/groundcloud/internal/bmc"
 	"github.com/groundcloud/groundcloud/internal/cloudroutes"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/configwatch"
@@ -42,6 +43,7 @@ func Register(opts *Options) {
 // Cloud implements cloudprovider.Interface.
 type Cloud struct {
 	config *configwatch.Watcher
+	power  *bmc.Poller                           // the machines' BMCs, polled from Initialize on
 	lbs    atomic.Pointer[loadbalancers.Manager] // set by SetInformers
 	routes atomic.Pointer[cloudroutes.Manager]   // set by Initialize
 
@@ -85,21 +87,24 @@ func NewFromReader(r io.Reader, opts Options) (*Cloud, error) {
 
 // New returns the provider over a configuration source.
 func New(w *configwatch.Watcher) *Cloud {
-	return &Cloud{config: w}
+	return &Cloud{config: w, power: bmc.NewPoller(w.Current, bmc.Redfish{})}
 }
 
-// Initialize starts reloading the cloud-config; it stops when stop closes.
+// Initialize starts reloading the cloud-config and polling the machines'
+// BMCs; both stop when stop closes.
 // It builds the routes manager, and the client of the load-balancer manager,
 // which SetInformers starts.
 func (c *Cloud) Initialize(clients cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	configwatch.RegisterMetrics()
 	loadbalancers.RegisterMetrics()
+	bmc.RegisterMetrics()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stop
 		cancel()
 	}()
 	go c.config.Run(klog.NewContext(ctx, klog.Background().WithName("cloud-config")))
+	go c.power.Run(klog.NewContext(ctx, klog.Background().WithName("bmc")))
 
 	dyn, err := dynamic.NewForConfig(clients.ConfigOrDie(loadbalancers.FieldManager))
 	if err != nil {
@@ -125,14 +130,24 @@ func (c *Cloud) SetInformers(f informers.SharedInformerFactory) {
 	go m.Run(klog.NewContext(c.ctx, klog.Background().WithName("loadbalancers")))
 }
 
+// Config returns the cloud-config in force.
+func (c *Cloud) Config() *config.Config { return c.config.Current() }
+
+// Power returns the machines' BMC poller, whose cache the out-of-service
+// controller reads.
+func (c *Cloud) Power() *bmc.Poller { return c.power }
+
 // ProviderName returns Name.
 func (c *Cloud) ProviderName() string { return Name }
 
 // HasClusterID is true: groundcloud does not tag resources by cluster ID.
 func (c *Cloud) HasClusterID() bool { return true }
 
-// InstancesV2 answers node questions from the inventory in the cloud-config.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return instances{c.config}, true }
+// InstancesV2 answers node questions from the inventory in the cloud-config
+// and, for shutdown, from the machines' BMCs.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	return instances{config: c.config, power: c.power, now: time.Now}, true
+}
 
 // Instances is not supported: InstancesV2 replaces it.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }

@@ -1,0 +1,102 @@
+package outofservice
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/groundcloud/groundcloud/internal/bmc"
+	"github.com/groundcloud/groundcloud/internal/config"
+)
+
+type statuses map[string]bmc.Status
+
+func (s statuses) Status(m string) (bmc.Status, bool) { v, ok := s[m]; return v, ok }
+
+func node(name string, ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+}
+
+// TestController: a NotReady Node whose BMC says Off is tainted and marked
+// with an Event; a person's taint on another is kept; once the BMC says On
+// and the Node is Ready our taint goes.
+func TestController(t *testing.T) {
+	RegisterMetrics()
+	b := config.BMC{URL: "https://bmc", InsecureSkipVerify: true, Timeout: time.Second, PollInterval: 10 * time.Second}
+	cfg := &config.Config{Global: config.Global{BMCOutOfService: config.OutOfServiceTaint, BMCOutOfServiceGrace: 30 * time.Second},
+		Machines: map[string]*config.Machine{"a": {Name: "a", BMC: &b}, "h": {Name: "h", BMC: &b}}}
+	human := corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "by-hand", Effect: corev1.TaintEffectNoExecute}
+	client := fake.NewClientset(node("a", corev1.ConditionUnknown), node("h", corev1.ConditionTrue, human))
+	f := informers.NewSharedInformerFactory(client, 0)
+	nodes := f.Core().V1().Nodes()
+	nodes.Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	off := bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOff}, AnsweredAt: now, OffSince: now.Add(-time.Minute), MaxAge: 30 * time.Second}
+	on := bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOn}, AnsweredAt: now, MaxAge: 30 * time.Second}
+	power := statuses{"a": off, "h": on}
+	events := record.NewFakeRecorder(10)
+	c := New(client, nodes.Lister(), nodes.Informer().HasSynced, func() *config.Config { return cfg }, power)
+	c.events, c.now = events, func() time.Time { return now }
+
+	c.SyncAll(ctx)
+	a := get(t, client, "a")
+	if !slices.ContainsFunc(a.Spec.Taints, func(t corev1.Taint) bool { return t == Taint }) || a.Annotations[MarkAnnotation] == "" {
+		t.Fatalf("a not tainted and marked: %v %v", a.Spec.Taints, a.Annotations)
+	}
+	if e := <-events.Events; !strings.Contains(e, "OutOfServiceTaintApplied") || !strings.Contains(e, "PowerState Off") {
+		t.Errorf("event %q", e)
+	}
+	if h := get(t, client, "h"); !slices.Equal(h.Spec.Taints, []corev1.Taint{human}) {
+		t.Errorf("a person's taint changed: %v", h.Spec.Taints)
+	}
+
+	// The machine is back: the BMC says On and the Node is Ready.
+	power["a"], power["h"] = on, on
+	a.Status.Conditions[0].Status = corev1.ConditionTrue
+	if _, err := client.CoreV1().Nodes().Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCache(t, c, "a", func(n *corev1.Node) bool { return n.Status.Conditions[0].Status == corev1.ConditionTrue })
+	c.SyncAll(ctx)
+	if a := get(t, client, "a"); len(a.Spec.Taints) != 0 || a.Annotations[MarkAnnotation] != "" {
+		t.Errorf("a still tainted or marked: %v %v", a.Spec.Taints, a.Annotations)
+	}
+	if e := <-events.Events; !strings.Contains(e, "OutOfServiceTaintRemoved") {
+		t.Errorf("event %q", e)
+	}
+	if h := get(t, client, "h"); !slices.Equal(h.Spec.Taints, []corev1.Taint{human}) {
+		t.Errorf("a person's taint removed: %v", h.Spec.Taints)
+	}
+}
+
+func get(t *testing.T, client *fake.Clientset, name string) *corev1.Node {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitCache(t *testing.T, c *Controller, name string, ok func(*corev1.Node) bool) {
+	t.Helper()
+	for range 500 {
+		if n, err := c.nodes.Get(name); err == nil && ok(n) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the cache never showed the change of %s", name)
+}
