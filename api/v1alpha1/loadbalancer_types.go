@@ -163,8 +163,11 @@ type Port struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// NodePort is the port on the nodes that traffic is sent to.
-	// +kubebuilder:validation:Minimum=1
+	// NodePort is the port on the nodes that proxy forwarding sends
+	// traffic to; 0 when the Service has none
+	// (spec.allocateLoadBalancerNodePorts false), which only passthrough
+	// forwarding serves.
+	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=65535
 	NodePort int32 `json:"nodePort"`
 }

@@ -58,9 +58,11 @@ type DataPlane interface {
 }
 
 // Addresses holds virtual IPs on the host; *layer2.Manager implements it.
+// Present lists those it owns on the interface, a predecessor's included.
 type Addresses interface {
 	Set(ctx context.Context, want []netip.Addr) error
 	Announce(ctx context.Context)
+	Present(ctx context.Context) ([]netip.Addr, error)
 	Cleanup(ctx context.Context) error
 }
 
@@ -110,6 +112,13 @@ type Config struct {
 	// waits for it to withdraw before removing the data plane.
 	Announcer Announcer
 	BGP       Runnable
+	// ForGood tells a stopping agent whether it stops for good (it is
+	// uninstalled, or its host is no longer a load-balancer host) and why;
+	// it is asked only when no other host would take some of its
+	// addresses, with a bounded context. Then the agent removes its
+	// addresses and rules; otherwise it leaves them for the next agent
+	// (stop.go). nil: every stop is for good.
+	ForGood func(ctx context.Context) (forGood bool, why string)
 	// Reconnect closes the connections to the apiserver (nil: never).
 	// Membership calls it when the interface comes back up: a status write
 	// on a connection opened before would wait for TCP to retransmit,
@@ -140,13 +149,15 @@ type Agent struct {
 	retryingStatus atomic.Bool // a sync to retry failed status writes is planned
 	reports        reportQueue
 	looseOnce      sync.Once
-	held           map[netip.Addr]bool // owned after the last sync; used by sync only
-	ownOnly        map[string]bool     // LoadBalancers warned about as OwnNodeOnly; used by sync only
-	served         map[string]bool     // LoadBalancers that have had a healthy backend; used by sync only
-	neverWarned    map[string]bool     // LoadBalancers warned about as NoHealthyBackend; used by sync only
-	offLink        map[string]string   // off-link backends warned about, by LoadBalancer; used by sync only
-	groupsLeftOut  int                 // host groups beyond membership.MaxGroups warned about; used by sync only
-	metrics        syncMetrics         // used by sync only
+	held           map[netip.Addr]bool          // owned after the last sync (at start, the adopted); used by sync only
+	adopted        map[netip.Addr]bool          // left by the predecessor, until membership decides (adopts); used by sync only
+	owned          atomic.Pointer[[]netip.Addr] // held on the interface after the last sync, for a stop
+	ownOnly        map[string]bool              // LoadBalancers warned about as OwnNodeOnly; used by sync only
+	served         map[string]bool              // LoadBalancers that have had a healthy backend; used by sync only
+	neverWarned    map[string]bool              // LoadBalancers warned about as NoHealthyBackend; used by sync only
+	offLink        map[string]string            // off-link backends warned about, by LoadBalancer; used by sync only
+	groupsLeftOut  int                          // host groups beyond membership.MaxGroups warned about; used by sync only
+	metrics        syncMetrics                  // used by sync only
 	// translations keeps what each LoadBalancer object translates to;
 	// used by sync only.
 	translations *translateMemo
@@ -169,7 +180,11 @@ func New(cfg Config) *Agent {
 	return a
 }
 
-// Run serves until ctx ends, then removes this host's rules and addresses.
+// Run serves until ctx ends. Then it hands its addresses over to the
+// hosts that take them and removes its rules and addresses, or, when some
+// address has no other host and the agent does not stop for good
+// (Config.ForGood), leaves them in place for the next agent, which adopts
+// them (stop.go).
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if a.nodes == nil {
@@ -189,12 +204,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	a.adoptPresent(ctx)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
+		plan := a.planStopNow(logger) // before this host leaves the gossip
 		stop()
 		wg.Wait()
-		a.cleanup(logger)
+		a.finish(logger, plan)
 	}()
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
 	wg.Go(func() { a.nodes.RunWithContext(runCtx) })
@@ -366,7 +383,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	an.bgp = onlyServed(an.bgp, plan.State)
 	var owned []netip.Addr
 	for _, vip := range plan.VIPs {
-		if an.l2[vip] && !an.bgpAddrs[vip] && a.cfg.Owner.Owns(vip) {
+		if an.l2[vip] && !an.bgpAddrs[vip] && (a.cfg.Owner.Owns(vip) || a.adopts(vip)) {
 			owned = append(owned, vip)
 		}
 	}
@@ -375,6 +392,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	announced := a.advertise(routes)
 	addrStart := time.Now()
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
+	a.keepOwned(owned)
 	if addrErr != nil {
 		logger.Error(addrErr, "Cannot set virtual IPs")
 	}

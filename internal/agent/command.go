@@ -55,6 +55,12 @@ type Options struct {
 	Membership membership.Options
 	// BGP configures the BGP speaker and the host's labels.
 	BGP BGPOptions
+	// DaemonSet is --daemonset, namespace/name of the DaemonSet that runs
+	// this agent: a stop while it still runs the agent on this host is a
+	// restart (DaemonSetStop); "": every stop is for good.
+	DaemonSet string
+	// TrafficCounters is --traffic-counters: node, address or none.
+	TrafficCounters string
 }
 
 // Default client rate limits: at client-go's 5 per second, reporting the
@@ -83,6 +89,7 @@ func NewOptions() *Options {
 		Ownership:          OwnershipAll,
 		Membership:         membership.NewOptions(),
 		BGP:                BGPOptions{WithdrawWait: 3 * time.Second},
+		TrafficCounters:    TrafficCountersAddress,
 	}
 }
 
@@ -112,6 +119,12 @@ func (o *Options) Validate() error {
 	}
 	if o.AnnounceEach <= 0 {
 		errs = append(errs, errors.New("--announce-interval must be > 0"))
+	}
+	if _, _, err := parseDaemonSet(o.DaemonSet); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := trafficCounting(o.TrafficCounters); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, o.validateOwnership(), o.BGP.validate())
 	return errors.Join(errs...)
@@ -156,11 +169,13 @@ func NewCommand() *cobra.Command {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of requests to the apiserver")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address")
 	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
+	fs.StringVar(&o.TrafficCounters, "traffic-counters", o.TrafficCounters, "nftables counters of the traffic of each virtual IP, read at each scrape of /metrics: address (packets and bytes per virtual IP and port), node (in proxy forwarding also new connections per node: a counter per port and node, which makes syncs of thousands of Services on many nodes slow), none")
 	o.Membership.AddFlags(fs)
 	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to, and with [Routes] (node-routers = true) a Node carries traffic once its groundcloud-router reports its pod routes; empty: no BGP, and Nodes are not waited for. Read once, at start; problems in it are logged and reported, and the agent goes on with the parts it can use (a [BGPPeer] with a problem, or whose password-file it cannot read, is left out)")
 	fs.StringVar(&o.BGP.RouterID, "bgp-router-id", o.BGP.RouterID, "BGP identifier of this host, an IPv4 address (default: the first IPv4 address of --interface)")
 	fs.DurationVar(&o.BGP.WithdrawWait, "bgp-withdraw-wait", o.BGP.WithdrawWait, "on a stop, how long the host keeps forwarding after withdrawing its routes, while the routers move the traffic away")
 	fs.StringVar(&o.BGP.HostLabels, "host-labels", o.BGP.HostLabels, "this host's labels for the pools' and BGP peers' host selectors, key=value,...; empty: the labels of the Node named --host-name")
+	fs.StringVar(&o.DaemonSet, "daemonset", o.DaemonSet, "namespace/name of the DaemonSet that runs this agent (deploy/ and the chart set it): a stop while it exists and still selects this host's Node is a restart, and an agent whose addresses no other host takes leaves them and its rules in place for the next one; a stop once it is gone or no longer selects the Node removes them. Empty: every stop removes them")
 	logsapi.AddFlags(logOptions, fs)
 	return cmd
 }
@@ -221,11 +236,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	counting, _ := trafficCounting(o.TrafficCounters) // checked by Validate
+	syncer := dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements().CountTraffic(counting)
+	if counting != (dataplane.Counting{}) {
+		registerTrafficMetrics(syncer.ReadCounters)
+	}
 	a := New(Config{
 		Host:          o.Host,
 		Dynamic:       dyn,
 		Nodes:         core.Nodes(),
-		DataPlane:     dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements(),
+		DataPlane:     syncer,
 		Addresses:     layer2.NewManager(o.Interface, logger.WithName("vip")),
 		Owner:         own.Owner,
 		Membership:    own.Membership,
@@ -241,6 +261,7 @@ func (o *Options) Run(ctx context.Context) error {
 		HostLabels:    labels,
 		Backends:      rules,
 		Reconnect:     dialer.CloseAll,
+		ForGood:       o.forGood(dyn, core.Nodes()),
 	})
 	speaker, err := o.speaker(ctx, cc, own.Events, a.bgpSessionChanged)
 	if err != nil {
@@ -255,6 +276,15 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	return a.Run(ctx)
+}
+
+// forGood is Config.ForGood: nil without --daemonset.
+func (o *Options) forGood(dyn dynamic.Interface, nodes kubecore.Nodes) func(context.Context) (bool, string) {
+	ns, name, _ := parseDaemonSet(o.DaemonSet) // validated
+	if name == "" {
+		return nil
+	}
+	return DaemonSetStop{Dynamic: dyn, Nodes: nodes, Namespace: ns, Name: name, Node: o.Host}.ForGood
 }
 
 func (o *Options) restConfig() (*rest.Config, error) {

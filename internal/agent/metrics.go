@@ -107,7 +107,7 @@ func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration, syncFailures, statusWriteFailures, conntrackCleanupErrors,
 			programmed, virtualIPs, virtualIPsHeld, noHealthyBackends, offLinkBackends,
-			cloudConfigProblems, bgpPeersLeftOut)
+			cloudConfigProblems, bgpPeersLeftOut, trafficReadFailures)
 	})
 }
 

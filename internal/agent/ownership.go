@@ -47,6 +47,9 @@ type Membership interface {
 	Observe(o membership.Observation)
 	// Status is this host's standing, for LoadBalancer status.
 	Status() membership.Status
+	// Successor is the host that would hold vip if this one left ("":
+	// none); a stopping agent keeps what no other host would take.
+	Successor(vip netip.Addr) string
 }
 
 // NoAddresses is the Owner of an agent whose addresses another program

@@ -111,7 +111,10 @@ type noAddresses struct{}
 
 func (noAddresses) Set(context.Context, []netip.Addr) error { return nil }
 func (noAddresses) Announce(context.Context)                {}
-func (noAddresses) Cleanup(context.Context) error           { return nil }
+func (noAddresses) Present(context.Context) ([]netip.Addr, error) {
+	return nil, nil
+}
+func (noAddresses) Cleanup(context.Context) error { return nil }
 
 // observingMembership is a Membership of one that records what syncs
 // tell it.
@@ -131,6 +134,8 @@ func (c *observingMembership) Observe(o membership.Observation) {
 	defer c.mu.Unlock()
 	c.obs = append(c.obs, o)
 }
+
+func (c *observingMembership) Successor(netip.Addr) string { return "" }
 
 func (c *observingMembership) Status() membership.Status {
 	return membership.Status{State: membership.StateReady}

@@ -96,8 +96,16 @@ func TestManagerKernel(t *testing.T) {
 	expectAddrs(t, a, []string{"192.0.2.100/32", "2001:db8:1::100/128"}, []string{"192.0.2.101/32", "2001:db8:1::101/128"})
 	expectAddrs(t, a, foreign, nil)
 
-	// A restarted agent adopts its predecessor's addresses by their mark.
+	// A restarted agent adopts its predecessor's addresses by their mark:
+	// it finds them (and none of the others), and its Set keeps them.
 	m2 := NewManager(a.Iface, logger, InNamespace(nsA))
+	present, err := m2.Present(ctx)
+	if err != nil {
+		t.Fatalf("Present after restart: %v", err)
+	}
+	if want := []netip.Addr{v4a, v6a}; !slices.Equal(present, want) {
+		t.Errorf("Present after restart = %v, want the predecessor's %v", present, want)
+	}
 	if err := m2.Set(ctx, []netip.Addr{v4a}); err != nil {
 		t.Fatalf("Set after restart: %v", err)
 	}
@@ -123,6 +131,9 @@ func TestSetMissingInterface(t *testing.T) {
 	}
 	if err := m.Cleanup(ctx); err != nil {
 		t.Errorf("Cleanup on a missing interface = %v, want nil", err)
+	}
+	if got, err := m.Present(ctx); err != nil || got != nil {
+		t.Errorf("Present on a missing interface = %v, %v; want none, nil", got, err)
 	}
 }
 

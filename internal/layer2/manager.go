@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,6 +135,31 @@ func (m *Manager) Announce(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	m.announce(l, addrs)
+}
+
+// Present returns the addresses on the interface that the Manager owns,
+// whether this Manager or a predecessor added them: what an agent that
+// stopped for a restart left in place, for the next one to adopt. An
+// interface that no longer exists holds none.
+func (m *Manager) Present(context.Context) ([]netip.Addr, error) {
+	m.ops.Lock()
+	defer m.ops.Unlock()
+	r, _, observed, err := m.observe()
+	if errors.Is(err, errNoLink) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list virtual IPs: %w", err)
+	}
+	r.close()
+	var out []netip.Addr
+	for _, o := range observed {
+		if m.ours(o) {
+			out = append(out, o.Prefix.Addr())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
 }
 
 // Cleanup stops announcing and removes every address the Manager owns on

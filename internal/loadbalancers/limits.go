@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
 )
 
 // Limits of a LoadBalancer object: the maxItems of its CRD
@@ -33,9 +35,23 @@ func checkPorts(svc *v1.Service) error {
 		if p.Protocol != v1.ProtocolTCP && p.Protocol != v1.ProtocolUDP {
 			return fmt.Errorf("service %s/%s port %d: protocol %s is not supported by groundcloud; use TCP or UDP", svc.Namespace, svc.Name, p.Port, p.Protocol)
 		}
-		if p.NodePort == 0 {
-			return fmt.Errorf("service %s/%s port %d has no nodePort; groundcloud sends traffic to node ports, so leave spec.allocateLoadBalancerNodePorts unset or true", svc.Namespace, svc.Name, p.Port)
-		}
 	}
 	return nil
+}
+
+// nodePortProblem says which ports of svc cannot be served for having no
+// node port (spec.allocateLoadBalancerNodePorts false): proxy forwarding
+// sends traffic to node ports; passthrough forwarding hands packets to a
+// node unchanged, whose kube-proxy serves the address, and needs none.
+func nodePortProblem(svc *v1.Service, forwarding string) error {
+	if forwarding == v1alpha1.ForwardingPassthrough {
+		return nil
+	}
+	var errs []error
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort == 0 {
+			errs = append(errs, fmt.Errorf("service %s/%s port %d has no nodePort, and proxy forwarding sends traffic to node ports: it gets none; leave spec.allocateLoadBalancerNodePorts unset or true, or use passthrough forwarding", svc.Namespace, svc.Name, p.Port))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -262,7 +262,7 @@ func (m *Manager) Ensure(ctx context.Context, svc *v1.Service, _ []*v1.Node) (*v
 // ranges' problem.
 func (m *Manager) desiredSpec(svc *v1.Service, a Allocated) (v1alpha1.LoadBalancerSpec, error) {
 	spec, rangeErr := DesiredSpec(svc, a, m.config().Global.ClusterHealthCheck)
-	return spec, errors.Join(rangeErr, forwardingProblem(svc, a.Forwarding))
+	return spec, errors.Join(rangeErr, forwardingProblem(svc, a.Forwarding), nodePortProblem(svc, spec.Forwarding))
 }
 
 // assign reads svc's request and assigns it. It returns what the Service

@@ -52,7 +52,10 @@ func DesiredSpec(svc *v1.Service, a Allocated, check config.ClusterHealthCheck) 
 	}
 	for _, p := range svc.Spec.Ports {
 		held := slices.Contains(a.Ports, ipam.Port{Protocol: p.Protocol, Port: p.Port})
-		if held && p.NodePort != 0 && (p.Protocol == v1.ProtocolTCP || p.Protocol == v1.ProtocolUDP) {
+		// A port with no node port: passthrough forwarding needs none
+		// (nodePortProblem says why proxy forwarding leaves it out).
+		served := p.NodePort != 0 || spec.Forwarding == v1alpha1.ForwardingPassthrough
+		if held && served && (p.Protocol == v1.ProtocolTCP || p.Protocol == v1.ProtocolUDP) {
 			spec.Ports = append(spec.Ports, v1alpha1.Port{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, NodePort: p.NodePort})
 		}
 	}
@@ -75,11 +78,12 @@ func DesiredSpec(svc *v1.Service, a Allocated, check config.ClusterHealthCheck) 
 
 // clusterHealthCheck is the health check of externalTrafficPolicy Cluster:
 // a TCP connection to the first TCP port's NodePort with tcp-node-port (a
-// Service with no TCP port keeps the HTTP check), else the HTTP check.
+// Service with no TCP port that has one keeps the HTTP check), else the
+// HTTP check.
 func clusterHealthCheck(ports []v1alpha1.Port, check config.ClusterHealthCheck) *v1alpha1.HealthCheck {
 	if check.Kind == config.HealthCheckTCPNodePort {
 		for _, p := range ports {
-			if p.Protocol == string(v1.ProtocolTCP) {
+			if p.Protocol == string(v1.ProtocolTCP) && p.NodePort != 0 {
 				return &v1alpha1.HealthCheck{Type: v1alpha1.HealthCheckTCP, Port: p.NodePort}
 			}
 		}

@@ -3,6 +3,7 @@ package loadbalancers
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,7 +128,7 @@ func TestCheckPorts(t *testing.T) {
 	}{
 		{name: "tcp and udp", ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}, {Protocol: v1.ProtocolUDP, Port: 53, NodePort: 30053}}},
 		{name: "sctp", ports: []v1.ServicePort{{Protocol: v1.ProtocolSCTP, Port: 80, NodePort: 30080}}, wantErr: "use TCP or UDP"},
-		{name: "no node port", ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}}, wantErr: "allocateLoadBalancerNodePorts"},
+		{name: "no node port: a matter of the forwarding (TestNoNodePorts)", ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}}},
 		{name: "no ports", wantErr: "add at least one"},
 		{name: "over the limit", ports: manyPorts(MaxPorts + 1), wantErr: "at most 100"},
 		{name: "at the limit", ports: manyPorts(MaxPorts)},
@@ -154,4 +155,55 @@ func manyPorts(n int) []v1.ServicePort {
 		out = append(out, v1.ServicePort{Protocol: v1.ProtocolTCP, Port: int32(1000 + i), NodePort: int32(30000 + i)})
 	}
 	return out
+}
+
+// TestNoNodePorts: a Service without node ports
+// (allocateLoadBalancerNodePorts false) is served by passthrough
+// forwarding, which hands packets to a node's kube-proxy unchanged; proxy
+// forwarding, which sends traffic to node ports, leaves those ports out and
+// says why. Found by upstream's "should be able to create LoadBalancer
+// Service without NodePort and change it".
+func TestNoNodePorts(t *testing.T) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Spec: v1.ServiceSpec{
+		AllocateLoadBalancerNodePorts: ptr.To(false),
+		Ports: []v1.ServicePort{
+			{Name: "http", Protocol: v1.ProtocolTCP, Port: 80},
+			{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53},
+		},
+	}}
+	ports := []ipam.Port{{Protocol: v1.ProtocolTCP, Port: 80}, {Protocol: v1.ProtocolUDP, Port: 53}}
+	tcpCheck := config.ClusterHealthCheck{Kind: config.HealthCheckTCPNodePort, Port: 10256, Path: "/healthz"}
+	for _, tt := range []struct {
+		forwarding config.Forwarding
+		wantPorts  []v1alpha1.Port
+		wantErr    string
+	}{
+		{forwarding: config.ForwardingPassthrough, wantPorts: []v1alpha1.Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}}},
+		{forwarding: config.ForwardingProxy, wantErr: "port 80 has no nodePort, and proxy forwarding sends traffic to node ports"},
+	} {
+		t.Run(string(tt.forwarding), func(t *testing.T) {
+			a := Allocated{Allocation: ipam.Allocation{Pool: "default", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.200")}}, Ports: ports, Forwarding: tt.forwarding}
+			spec, err := DesiredSpec(svc, a, tcpCheck)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(spec.Ports, tt.wantPorts) {
+				t.Errorf("ports = %+v, want %+v", spec.Ports, tt.wantPorts)
+			}
+			// No TCP port has a node port: the HTTP check of kube-proxy.
+			if spec.HealthCheck.Type != v1alpha1.HealthCheckHTTP || spec.HealthCheck.Port != 10256 {
+				t.Errorf("health check = %+v, want kube-proxy's HTTP check", spec.HealthCheck)
+			}
+			err = nodePortProblem(svc, spec.Forwarding)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("nodePortProblem = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "port 53") {
+				t.Errorf("nodePortProblem = %v, want %q for both ports", err, tt.wantErr)
+			}
+		})
+	}
 }

@@ -195,6 +195,24 @@ func (g *Gossip) owner(vip netip.Addr) string {
 	return Owner(vip, cands)
 }
 
+// Successor returns the member that would hold vip if this host left
+// now: the owner by the same rules as Owns among the other Ready members
+// ("" when none may hold it). A stopping agent asks it to decide whether
+// to hand its addresses over or to leave them in place for the agent
+// that starts next; a starting one, whether an address it finds on the
+// interface is anyone else's.
+func (g *Gossip) Successor(vip netip.Addr) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	vip = vip.Unmap()
+	others := slices.DeleteFunc(slices.Clone(g.cands), func(c string) bool { return c == g.cfg.Name })
+	cands := g.candGroups.in(others, g.groupOf(vip))
+	if g.obs.Advertised[vip] {
+		cands = g.candBGP.advertising(cands, vip)
+	}
+	return Owner(vip, cands)
+}
+
 // Observe takes what the agent learned in a sync and updates this host's
 // State at once, so that the Owns calls of the same sync see it.
 func (g *Gossip) Observe(o Observation) {

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/internal/membership"
+)
+
+// What a stopping agent leaves behind (see doc.go, "Stopping"): an agent
+// that stops for a restart (a rolling update, a helm upgrade, a deleted
+// Pod) while no other host takes its addresses leaves them, the nftables
+// ruleset and conntrack in place, so that forwarding goes on while no
+// agent runs, and the agent that starts next adopts them (adopt). One that
+// another host takes over from hands over as it always did: it leaves the
+// gossip, the other host takes the addresses, and it removes its own. One
+// that stops for good (Config.ForGood) removes everything.
+
+// stopTimeout bounds the apiserver requests that tell whether a stop is
+// for good: a restart must not wait for an apiserver that does not answer.
+const stopTimeout = 3 * time.Second
+
+// stopPlan is what a stopping agent does with what it holds.
+type stopPlan struct {
+	// clean: remove every address and the ruleset, as agents always did.
+	clean bool
+	// release are the addresses another host takes over: removed once
+	// this host has left the gossip.
+	release []netip.Addr
+	// keep are the addresses no other host would take: left in place, with
+	// the ruleset, for the next agent.
+	keep []netip.Addr
+}
+
+// planStop is pure: held are the addresses this host holds on its
+// interface, successor names the host that would take one over ("" none),
+// forGood asks whether this agent stops for good (called only when some
+// address would be kept; it may ask the apiserver).
+func planStop(held []netip.Addr, successor func(netip.Addr) string, forGood func() bool) stopPlan {
+	var p stopPlan
+	for _, v := range held {
+		if successor(v) != "" {
+			p.release = append(p.release, v)
+		} else {
+			p.keep = append(p.keep, v)
+		}
+	}
+	if len(p.keep) == 0 || forGood() {
+		return stopPlan{clean: true}
+	}
+	return p
+}
+
+// successor is the host that would hold vip if this one stopped: another
+// member's name, or "" without membership (a lone agent, or one whose
+// addresses another program holds).
+func (a *Agent) successor(vip netip.Addr) string {
+	if a.cfg.Membership == nil {
+		return ""
+	}
+	return a.cfg.Membership.Successor(vip)
+}
+
+// planStopNow decides, before the agent leaves the gossip, what it leaves
+// behind.
+func (a *Agent) planStopNow(logger klog.Logger) stopPlan {
+	var held []netip.Addr
+	if p := a.owned.Load(); p != nil {
+		held = *p
+	}
+	return planStop(held, a.successor, func() bool {
+		if a.cfg.ForGood == nil {
+			return true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		forGood, why := a.cfg.ForGood(ctx)
+		logger.Info("Stopping", "forGood", forGood, "reason", why)
+		return forGood
+	})
+}
+
+// finish carries plan out once the agent's loops have ended.
+func (a *Agent) finish(logger klog.Logger, plan stopPlan) {
+	if plan.clean {
+		a.cleanup(logger)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if len(plan.release) > 0 {
+		if err := a.cfg.Addresses.Set(ctx, plan.keep); err != nil {
+			logger.Error(err, "Cannot remove the virtual IPs other hosts took over")
+		}
+	}
+	logger.Info("Agent stopped; rules and the addresses no other host takes left in place for the next agent",
+		"kept", len(plan.keep), "handedOver", len(plan.release))
+}
+
+// adoptPresent reads the addresses a predecessor left on the interface
+// (see finish). Until membership decides, the agent holds those that no
+// other host holds (adopts): the first syncs must not remove what the
+// predecessor kept for it. Their conntrack entries are live, not stale:
+// they count as held already (see forgetGained).
+func (a *Agent) adoptPresent(ctx context.Context) {
+	present, err := a.cfg.Addresses.Present(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot read the virtual IPs on the interface; a predecessor's are not adopted")
+		return
+	}
+	if len(present) == 0 {
+		return
+	}
+	klog.FromContext(ctx).Info("Adopting the virtual IPs a predecessor left in place", "addresses", present)
+	a.adopted = map[netip.Addr]bool{}
+	a.held = map[netip.Addr]bool{}
+	for _, v := range present {
+		a.adopted[v], a.held[v] = true, true
+	}
+	a.owned.Store(&present)
+}
+
+// adopts reports whether this host keeps holding vip, which its
+// predecessor left in place, although membership does not give it vip
+// (yet): membership has not made this host Ready since the start, and no
+// other host would hold vip. With an Owner but no membership, Owns alone
+// decides. Used by sync only.
+func (a *Agent) adopts(vip netip.Addr) bool {
+	if !a.adopted[vip] || a.cfg.Membership == nil {
+		return false
+	}
+	if a.cfg.Membership.Status().State == membership.StateReady {
+		a.adopted = nil // membership decides from now on
+		return false
+	}
+	return a.cfg.Membership.Successor(vip) == ""
+}
+
+// keepOwned records what this host holds on its interface after a sync,
+// for planStopNow.
+func (a *Agent) keepOwned(owned []netip.Addr) {
+	c := slices.Clone(owned)
+	a.owned.Store(&c)
+}
