@@ -1,5 +1,5 @@
 # groundcloud — an index over small scripts in hack/.
-.PHONY: all build deps demo demo-down test test-unit test-e2e lint generate tools fuzz bench
+.PHONY: all build deps demo demo-down test test-unit test-e2e test-upgrade conformance lint generate tools fuzz bench
 
 all: build
 
@@ -19,7 +19,7 @@ tools:            ## build the pinned Kubernetes binaries (kube-apiserver, kubel
 	hack/tools/build-module.sh helm
 	hack/tools/build-module.sh promcheck
 
-deps:             ## install nftables, iproute2, containerd, runc, the CNI plugins and frr when missing (Debian, as root)
+deps:             ## install nftables, iproute2, containerd, runc, the CNI plugins, frr and the BMC emulator's Python libraries when missing (Debian, as root)
 	hack/install-deps.sh
 
 test: deps lint   ## everything CI runs: lint, unit, kernel (netns) and end-to-end tests
@@ -30,6 +30,12 @@ test-unit:        ## unit tests only: pure logic and fakes, no processes, no ker
 
 test-e2e: deps    ## end-to-end tests: real kube-apiserver, etcd, our binaries, netns hosts
 	hack/test.sh ./test/...
+
+test-upgrade: deps ## the upgrade and downgrade lane: the previous release, then this tree, then back, with traffic (test/cluster TestUpgrade; needs the git history)
+	GROUNDCLOUD_UPGRADE=1 TEST_FLAGS="-v $(TEST_FLAGS)" hack/test.sh -run '^TestUpgrade$$' ./test/cluster/
+
+conformance: deps ## Kubernetes' [sig-network] LoadBalancers e2e specs on every lane (test/conformance; LANES=a,b for some)
+	GROUNDCLOUD_LANES=$(or $(LANES),all) TEST_FLAGS="-v -timeout 6h $(TEST_FLAGS)" hack/test.sh ./test/conformance/
 
 lint:             ## gofmt, go vet, go mod tidy, generated files up to date
 	hack/lint.sh

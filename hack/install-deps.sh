@@ -4,7 +4,13 @@
 # the real cluster's nodes containerd (containerd, ctr), runc and the CNI
 # plugins (containernetworking-plugins, in /usr/lib/cni); and for the BGP
 # tests a real router, FRR (zebra, bgpd and vtysh; test/framework/frr runs them
-# in a lab host with a directory of their own).
+# in a lab host with a directory of their own); and for the image of
+# Kubernetes' e2e suite (agnhost, with the tools its specs run inside it, as
+# the upstream image has them) curl, wget, netcat-openbsd, bind9-dnsutils
+# and socat; and for the Redfish BMC emulator (third_party/sushy-tools,
+# run by test/framework/redfish with Debian's /usr/bin/python3) its Python
+# libraries: python3-flask, python3-requests, python3-tenacity,
+# python3-bcrypt and python3-webob.
 #
 # Debian's containerd and frr packages enable and start their services in
 # the root namespace; the test bed runs a containerd of its own in each node's
@@ -19,6 +25,14 @@ command -v containerd >/dev/null && command -v ctr >/dev/null || need+=(containe
 command -v runc >/dev/null || need+=(runc)
 [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
 [ -x /usr/lib/frr/zebra ] && [ -x /usr/lib/frr/bgpd ] && command -v vtysh >/dev/null || need+=(frr)
+command -v curl >/dev/null || need+=(curl)
+command -v wget >/dev/null || need+=(wget)
+command -v nc.openbsd >/dev/null || need+=(netcat-openbsd)
+command -v dig >/dev/null && command -v nslookup >/dev/null || need+=(bind9-dnsutils)
+command -v socat >/dev/null || need+=(socat)
+for m in flask:python3-flask requests:python3-requests tenacity:python3-tenacity bcrypt:python3-bcrypt webob:python3-webob; do
+  /usr/bin/python3 -c "import ${m%%:*}" 2>/dev/null || need+=("${m#*:}")
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root" >&2

@@ -12,8 +12,13 @@ tool_modules=$(cd hack/tools && for m in */go.mod; do echo "hack/tools/${m%/go.m
 go vet ./...
 hack/check-layout.sh
 for dir in hack/tools $tool_modules; do
-  # A module that only pins a tool (helm) has no packages of its own.
-  (cd "$dir" && if [ -n "$(go list ./... 2>/dev/null)" ]; then go vet ./...; fi)
+  # A module that only pins a tool (helm) has no packages of its own. The
+  # mains of the e2e suite and CoreDNS are a few lines each that
+  # hack/tools/build.sh compiles; vet would analyse the whole Kubernetes e2e
+  # and CoreDNS trees they import (about 9 minutes on 2 cores), so they are
+  # left to the compiler.
+  (cd "$dir" && pkgs=$(go list ./... 2>/dev/null | grep -v -e '/cmd/e2e$' -e '/cmd/coredns$' || true) &&
+    if [ -n "$pkgs" ]; then go vet $pkgs; fi)
 done
 
 for dir in . hack/tools $tool_modules; do

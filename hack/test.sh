@@ -24,19 +24,29 @@ if [ "$#" -gt 0 ] && [ "$*" != "./..." ]; then
   run "$@"
   exit
 fi
-# Everything: the real-cluster tests (test/cluster) mostly wait for
-# kubelets, Pods and failovers, so they run beside the other packages, with
-# their output shown when they end. They change nothing the others look at
-# (their hygiene check ignores other test beds' namespaces).
+# Everything: the real-cluster tests (test/cluster, and Kubernetes' own
+# LoadBalancer specs in test/conformance on the default lane, without the
+# two rolling-update specs: make conformance runs those) mostly wait
+# for kubelets, Pods and failovers, so they run beside the other packages,
+# with their output shown when they end. Their clusters take turns (one
+# real cluster at a time on a machine); they change nothing the others look
+# at (their hygiene check ignores other test beds' namespaces).
 clusterlog=$(mktemp)
-trap 'rm -f "$clusterlog"' EXIT
-run ./test/cluster/ >"$clusterlog" 2>&1 &
+conformancelog=$(mktemp)
+trap 'rm -f "$clusterlog" "$conformancelog"' EXIT
+# Its clusters wait for the conformance lane's: a longer timeout.
+go test -count=1 -p 1 -timeout 50m ${TEST_FLAGS:-} ./test/cluster/ >"$clusterlog" 2>&1 &
 cluster=$!
+GROUNDCLOUD_CONFORMANCE=quick go test -count=1 -timeout 60m ${TEST_FLAGS:-} ./test/conformance/ >"$conformancelog" 2>&1 &
+conformance=$!
 rc=0
-run $(go list ./... | grep -v '/test/cluster$') || rc=$?
+run $(go list ./... | grep -v -e '/test/cluster$' -e '/test/conformance$') || rc=$?
 crc=0
 wait "$cluster" || crc=$?
 cat "$clusterlog"
-if [ "$rc" != 0 ] || [ "$crc" != 0 ]; then
+xrc=0
+wait "$conformance" || xrc=$?
+cat "$conformancelog"
+if [ "$rc" != 0 ] || [ "$crc" != 0 ] || [ "$xrc" != 0 ]; then
   exit 1
 fi

@@ -20,6 +20,10 @@ tools=(
   kubectl=k8s.io/kubernetes/cmd/kubectl
   etcd=./cmd/etcd
   pause=./cmd/pause
+  coredns=./cmd/coredns
+  e2e=./cmd/e2e
+  ginkgo=github.com/onsi/ginkgo/v2/ginkgo
+  agnhost=k8s.io/kubernetes/test/images/agnhost
 )
 key=$( (cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go; printf '%s\n' "${tools[@]}") | sha256sum | cut -c1-16)
 bin=$root/$key

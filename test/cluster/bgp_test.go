@@ -35,6 +35,13 @@ const (
 	edgeLabel  = "node-restriction.kubernetes.io/edge"
 )
 
+// BGP routes through the router: the client's, and in checkProxyTakeover
+// the nodes'.
+var (
+	bgpRoute4 = netip.MustParsePrefix("198.51.100.0/24")
+	bgpRoute6 = netip.MustParsePrefix("2001:db8:100::/120")
+)
+
 // TestBGP runs the real cluster with three dedicated load-balancer hosts
 // that peer over BGP with a real router, FRR in a lab host of its own, and
 // a client that reaches the pools' addresses only through that router
@@ -46,7 +53,10 @@ const (
 // labels; an L2 pool serving beside; a host's link cut and its agent
 // crashing: the router moves its share (hold timer) and established
 // connections carry on; an agent stopped (SIGTERM) withdraws first: no new
-// connection fails. Then the L2 pool's failover between the three hosts,
+// connection fails; a Service of the BGP pool with proxy forwarding taken
+// over by another host and back: after each takeover its Pods speak first
+// on held TCP connections and a UDP flow, which carry on without a reset,
+// the UDP flow on its port. Then the L2 pool's failover between the three hosts,
 // measured by a client opening a connection every 20 ms and holding four:
 // six addresses spread and the status names each holder; no alert of
 // deploy/monitoring fires with both kinds of pool in use; an owner's link
@@ -92,7 +102,7 @@ func TestBGP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Stop() })
 	client := c.Clients["client"]
-	if err := realcluster.RouteThrough(t.Context(), client, r.Host, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/120")); err != nil {
+	if err := realcluster.RouteThrough(t.Context(), client, r.Host, bgpRoute4, bgpRoute6); err != nil {
 		t.Fatal(err)
 	}
 
@@ -109,6 +119,7 @@ func TestBGP(t *testing.T) {
 	t.Run("host's link down", s.checkLinkDown)
 	t.Run("agent crashed", s.checkCrash)
 	t.Run("agent stopped withdraws first", s.checkGracefulStop)
+	t.Run("proxy forwarding: after a takeover the Pods speak first on held flows", s.checkProxyTakeover)
 	// The L2 pool's addresses shared by the three hosts over memberlist
 	// (failover_test.go); later checks need the first's addresses.
 	fo := &l2Failover{haScenario: newHAScenario(t, c, dynOf(t, c), "fo")}

@@ -35,7 +35,9 @@ import (
 // joining the running cluster (its kubelet started late) and becoming a
 // backend, the apiserver away while the agents follow a node's health, the
 // holder's agent killed and its link cut with a long-lived
-// connection open; split brains between the two hosts, measured by a
+// connection open; the agent Pod of the only host of an address deleted
+// (no connection lost, the address adopted by the next agent) and that
+// host retired (nothing left behind); split brains between the two hosts, measured by a
 // client opening a connection every 20 ms and holding four: the owner's
 // agent killed and kept dead (the other takes over and defends against the
 // stale kernel; restarted, it drops what it does not own and takes its
@@ -67,6 +69,8 @@ func TestCluster(t *testing.T) {
 		SharedLBHosts: true,
 		LateWorkers:   1,
 		// node-3, which joins the running cluster,
+		// Pool "solo", whose addresses lb-1 alone may hold (restart_test.go).
+		CloudConfigFor: soloCloudConfig,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +116,12 @@ func TestCluster(t *testing.T) {
 	joined := t.Run("a node joining the running cluster", func(t *testing.T) {
 		checkNodeJoins(t, c, web, "node-3")
 	})
+	// The agent of the only host of an address restarted, then retired
+	// (restart_test.go).
+	solo := newSoloRestart(t, c, dyn)
+	t.Run("agent Pod deleted on the only host of an address: no connection lost, the next agent adopts it", solo.checkRestarted)
+	t.Run("agent of the only host of an address stopped for good: nothing left behind", solo.checkRetired)
+	solo.stop(t)
 	// Failovers with a Local Service on the workers: see deployOnWorkers.
 	steady := deployOnWorkers(t, c, "steady")
 	t.Run("agent container killed", func(t *testing.T) { checkFailover(t, c, dyn, steady) })

@@ -359,6 +359,13 @@ func keepAliveOnWorker(t *testing.T, c *realcluster.Cluster, h *netlab.Host, vip
 // waits until its kubelet has restarted it and it is ready.
 func killAgent(t *testing.T, c *realcluster.Cluster, node string) {
 	t.Helper()
+	crashAgent(t, c, node)()
+}
+
+// crashAgent kills the agent's container on node as a crash would, and
+// returns a function that waits until it is restarted and ready.
+func crashAgent(t *testing.T, c *realcluster.Cluster, node string) (restarted func()) {
+	t.Helper()
 	pod, id, err := c.AgentContainer(t.Context(), node)
 	if err != nil {
 		t.Fatal(err)
@@ -367,16 +374,19 @@ func killAgent(t *testing.T, c *realcluster.Cluster, node string) {
 	if err := c.Node(node).KillContainer(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 {
-			return false, nil
+	return func() {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) == 0 {
+				return false, nil
+			}
+			st := p.Status.ContainerStatuses[0]
+			return st.RestartCount > restarts && st.Ready, nil
+		})
+		if err != nil {
+			t.Fatalf("the agent on %s was not restarted: %v", node, err)
 		}
-		st := p.Status.ContainerStatuses[0]
-		return st.RestartCount > restarts && st.Ready, nil
-	})
-	if err != nil {
-		t.Fatalf("the agent on %s was not restarted: %v", node, err)
 	}
 }
 

@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/apionly"
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
 	"github.com/groundcloud/groundcloud/test/framework/metricscheck"
@@ -83,6 +86,53 @@ func TestMonitoringWatchesExposedMetrics(t *testing.T) {
 		t.Error(p)
 	}
 	t.Logf("%d expressions of deploy/monitoring checked against %d exposed series", len(report.Expressions), len(exposed))
+
+	// The traffic counters on /metrics follow what a client sends: n
+	// connections through a proxy Service are n new connections, summed
+	// over the agents and nodes, and at least three packets each.
+	const n = 20
+	env.create(t, newService("counted", withPort(v1.ProtocolTCP, 80, env.nodePort(t)),
+		func(s *v1.Service) { s.Annotations = map[string]string{annotation.Forwarding: "proxy"} }))
+	vip := env.addresses(t, "counted", 1)[0]
+	got, err := spread(t.Context(), env.inside, netip.AddrPortFrom(vip, 80), n)
+	if err != nil {
+		t.Fatalf("connections to %s: %v (answers %v)", vip, err, got)
+	}
+	counted := `namespace="default"`
+	var conns, packets float64
+	eventually(t, fmt.Sprintf("%d new connections of default/counted on the agents' /metrics", n), func() bool {
+		conns, packets = 0, 0
+		for _, a := range agents {
+			page := a()
+			conns += sumSeries(page, "groundcloud_agent_vip_new_connections_total", counted, `service="counted"`)
+			packets += sumSeries(page, "groundcloud_agent_vip_packets_total", counted, `service="counted"`)
+		}
+		return conns == n
+	})
+	if packets < 3*n {
+		t.Errorf("%v packets counted for %d connections of default/counted, want at least %d", packets, n, 3*n)
+	}
+	t.Logf("default/counted: %v new connections, %v packets for %d connections (answers %v)", conns, packets, n, got)
+}
+
+// sumSeries adds the values of the series of metric on a /metrics page
+// whose labels contain every one of want.
+func sumSeries(page, metric string, want ...string) float64 {
+	var sum float64
+	for _, line := range strings.Split(page, "\n") {
+		labels, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(labels, "} ")
+		if !ok || slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(labels, w) }) {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			sum += f
+		}
+	}
+	return sum
 }
 
 // promcheckReport runs promcheck (Prometheus' own rule and PromQL parsers)
@@ -164,6 +214,8 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 				"--gossip-seeds=" + strings.Join(seeds, ","),
 				"--ownership-hold-down=" + holdDown.String(),
 				"--metrics-bind-address=127.0.0.1:10263",
+				// The dashboard's per-node panels read the per-node counters.
+				"--traffic-counters=node",
 			}
 		},
 		Logf: t.Logf,
@@ -182,7 +234,7 @@ func startMonitoredEnv(t *testing.T) (*lbEnv, int) {
 			t.Error(err)
 		}
 	})
-	return &lbEnv{Env: e, client: e.Client, cp: e.CP, lb: e.LBs[0], nodes: e.Nodes, stateDir: e.StateDir, nextPort: firstNodePort}, ccmPort
+	return &lbEnv{Env: e, client: e.Client, cp: e.CP, lb: e.LBs[0], nodes: e.Nodes, inside: e.Clients["client"], stateDir: e.StateDir, nextPort: firstNodePort}, ccmPort
 }
 
 // agentMetrics is the /metrics page of LB host i's agent ("" when it does

@@ -18,6 +18,7 @@ type Config struct {
 	User       string   `json:"User,omitempty"`
 	Env        []string `json:"Env,omitempty"`
 	Entrypoint []string `json:"Entrypoint,omitempty"`
+	Cmd        []string `json:"Cmd,omitempty"`
 }
 
 // Image is a docker-archive tarball holding one image.

@@ -36,6 +36,10 @@ type Spec struct {
 	Executables []Executable
 	User        string
 	Entrypoint  []string
+	// Cmd are the default arguments to Entrypoint.
+	Cmd []string
+	// Files are files of the image's own (a configuration), mode 0644.
+	Files map[string][]byte
 }
 
 // Executable is a host executable at a path in the image.
@@ -91,7 +95,10 @@ func (b Builder) build(ctx context.Context, name, from string, pkgs []string, s 
 			return Image{}, fmt.Errorf("image %s: %w", name, err)
 		}
 	}
-	cfg := Config{User: base.user, Env: base.env, Entrypoint: s.Entrypoint}
+	for _, dest := range slices.Sorted(maps.Keys(s.Files)) {
+		layer.AddFile(dest, 0o644, s.Files[dest])
+	}
+	cfg := Config{User: base.user, Env: base.env, Entrypoint: s.Entrypoint, Cmd: s.Cmd}
 	if s.User != "" {
 		cfg.User = s.User
 	}

@@ -70,8 +70,9 @@ var allowed = map[string]map[resource]grant{
 	"groundcloud-agent": {
 		{"groundcloud.io", "loadbalancers"}:        {verbs: []string{"list", "watch"}},
 		{"groundcloud.io", "loadbalancers/status"}: {verbs: []string{"patch"}},
-		{"", "events"}: {verbs: []string{"create", "patch"}},
-		{"", "nodes"}:  {verbs: []string{"get", "list", "watch"}},
+		{"", "events"}:         {verbs: []string{"create", "patch"}},
+		{"", "nodes"}:          {verbs: []string{"get", "list", "watch"}},
+		{"apps", "daemonsets"}: {verbs: []string{"get"}, names: []string{"groundcloud-agent"}},
 	},
 	"groundcloud-router": {
 		{"groundcloud.io", "routes"}:        {verbs: []string{"list", "watch"}},

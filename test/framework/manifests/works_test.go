@@ -449,7 +449,10 @@ type pretendAddresses struct{}
 
 func (pretendAddresses) Set(context.Context, []netip.Addr) error { return nil }
 func (pretendAddresses) Announce(context.Context)                {}
-func (pretendAddresses) Cleanup(context.Context) error           { return nil }
+func (pretendAddresses) Present(context.Context) ([]netip.Addr, error) {
+	return nil, nil
+}
+func (pretendAddresses) Cleanup(context.Context) error { return nil }
 
 // serviceAccountToken returns the bearer token of a ServiceAccount (made
 // if missing) from the kubeconfig the test bed writes.

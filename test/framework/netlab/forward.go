@@ -95,6 +95,9 @@ func (f *Forwarder) SetBlocked(blocked bool) {
 	}
 }
 
+// Blocked says whether SetBlocked cut the relay.
+func (f *Forwarder) Blocked() bool { return f.isBlocked() }
+
 func (f *Forwarder) isBlocked() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

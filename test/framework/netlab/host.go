@@ -45,6 +45,10 @@ type Host struct {
 
 	lab *Lab
 	ns  netns.NsHandle
+	// bits4 and bits6, when not 0, are the lengths of Addr4's and Addr6's
+	// networks: a host behind a router (Lab.AddHostBehind) is not in the
+	// lab's subnets.
+	bits4, bits6 int
 }
 
 // hostSysctls are set in every host namespace before its link exists, so
@@ -215,11 +219,23 @@ func (h *Host) configure() error {
 	return nil
 }
 
-// Prefix4 is Addr4 with the length of the lab's IPv4 subnet.
-func (h *Host) Prefix4() netip.Prefix { return netip.PrefixFrom(h.Addr4, h.lab.Subnet4.Bits()) }
+// Prefix4 is Addr4 with the length of its network (the lab's IPv4 subnet
+// but for a host behind a router).
+func (h *Host) Prefix4() netip.Prefix {
+	if h.bits4 != 0 {
+		return netip.PrefixFrom(h.Addr4, h.bits4)
+	}
+	return netip.PrefixFrom(h.Addr4, h.lab.Subnet4.Bits())
+}
 
-// Prefix6 is Addr6 with the length of the lab's IPv6 subnet.
-func (h *Host) Prefix6() netip.Prefix { return netip.PrefixFrom(h.Addr6, h.lab.Subnet6.Bits()) }
+// Prefix6 is Addr6 with the length of its network (the lab's IPv6 subnet
+// but for a host behind a router).
+func (h *Host) Prefix6() netip.Prefix {
+	if h.bits6 != 0 {
+		return netip.PrefixFrom(h.Addr6, h.bits6)
+	}
+	return netip.PrefixFrom(h.Addr6, h.lab.Subnet6.Bits())
+}
 
 // Do runs fn on an OS thread switched into the host's namespace and waits
 // for it; the thread is switched back afterwards (or discarded if it cannot

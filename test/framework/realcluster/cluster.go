@@ -49,6 +49,10 @@ type Cluster struct {
 	// Secret kube-system/groundcloud-cloud-config.
 	CloudConfig string
 
+	// hostLabel is the label key that places the installed release's
+	// agents (see renderInstall).
+	hostLabel string
+
 	lock       *HostLock
 	hostBefore HostState  // with Options.CheckHost
 	mu         sync.Mutex // closers, appended to by nodes starting at once
@@ -231,6 +235,11 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	c.closers = append(c.closers, func() error { return killCgroup(cg) })
+	egress, proxy, err := c.startEgress(filepath.Join(c.Opts.Dir, "egress"))
+	if err != nil {
+		return err
+	}
+	c.closers = append(c.closers, proxy.close)
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:      c.Opts.ToolsDir,
 		Dir:         filepath.Join(c.Opts.Dir, "control-plane"),
@@ -240,6 +249,8 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--advertise-address=" + c.Opts.APIServerAddress.String(),
 			"--allow-privileged=true", // kube-proxy
 			"--kubelet-preferred-address-types=InternalIP,Hostname",
+			// kubectl exec and logs, proxy: see egressProxy.
+			"--egress-selector-config-file=" + egress,
 		}, c.Opts.ExtraAPIServerArgs...),
 		ControllerManager: &controlplane.ControllerManagerOptions{ClusterCIDR: c.Opts.ClusterCIDR, ExtraArgs: c.Opts.ExtraControllerManagerArgs},
 		Scheduler:         true,

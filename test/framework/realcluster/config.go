@@ -74,6 +74,8 @@ type kubeletSettings struct {
 	cgroupRoot string
 	nodeIP     netip.Addr
 	taints     []corev1.Taint
+	// clusterDNS are the kube-dns Service's addresses (cluster DNS).
+	clusterDNS []netip.Addr
 }
 
 // kubeletConfig is a node's KubeletConfiguration. Beside the node's own
@@ -108,6 +110,8 @@ func kubeletConfig(s kubeletSettings) ([]byte, error) {
 			"imagefs.available": "1%", "imagefs.inodesFree": "1%",
 		},
 		"resolvConf":          "",
+		"clusterDNS":          addrStrings(s.clusterDNS),
+		"clusterDomain":       ClusterDomain,
 		"registerWithTaints":  s.taints,
 		"serializeImagePulls": false,
 		// Shorter than the defaults so that the test bed notices changes
@@ -160,4 +164,12 @@ func cniConfig(name string, podCIDRs []netip.Prefix, ipamDir string) ([]byte, er
 		},
 	}
 	return json.MarshalIndent(cfg, "", "  ")
+}
+
+func addrStrings(addrs []netip.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
 }

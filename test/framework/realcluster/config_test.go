@@ -60,6 +60,7 @@ func TestKubeletConfig(t *testing.T) {
 		"containerRuntimeEndpoint": "unix:///d/lb-1/containerd/containerd.sock",
 		"address":                  "192.0.2.2",
 		"podLogsDir":               "/d/lb-1/pods",
+		"clusterDomain":            "cluster.local",
 		"registerWithTaints":       []any{map[string]any{"key": annotation.LoadBalancerHostTaint, "value": "true", "effect": "NoSchedule"}},
 	} {
 		if diff := cmp.Diff(want, got[key]); diff != "" {

@@ -8,22 +8,28 @@
 //     external) and kube-scheduler, on the machine's 127.0.0.1. Nodes and
 //     Pods reach the apiserver at an address every node has on its loopback
 //     (Options.APIServerAddress), relayed by this process; the apiserver
-//     advertises it, so it is the kubernetes Service's endpoint.
+//     advertises it, so it is the kubernetes Service's endpoint. What the
+//     apiserver opens towards the cluster (kubectl exec and logs to a
+//     kubelet, the proxy subresources) goes through its egress selector to
+//     a proxy of this process that dials from inside the lab (egress.go).
 //   - Nodes: a lab host each, running containerd and a kubelet
 //     --cloud-provider=external in its network namespace and in a mount
 //     namespace of its own (tmpfs over /run, /var/lib and /var/log, which
 //     kubelet and containerd's shims use whatever they are told), with
 //     cgroups under /groundcloud.<lab prefix>/<node>; the reference bridge
 //     CNI plugin on the pod CIDRs node-ipam gave the Node; kube-proxy in
-//     nftables mode as a DaemonSet. Start and Join return once every
+//     nftables mode as a DaemonSet; cluster DNS (CoreDNS, from the tools
+//     module, as Deployment coredns behind Service kube-dns, which every
+//     kubelet's clusterDNS names). Start and Join return once every
 //     kube-proxy has synced its rules (its metrics say so; its Pod is
 //     Ready before that). Nodes that are API objects only (a benchmark's)
 //     may join them: the test bed waits for the DaemonSets' Pods on its
 //     own nodes only.
 //   - Images (test/framework/imagebuild): groundcloud's, from deploy/images/, and the
-//     test bed's own (pause, kube-proxy, the groundcloud-echo example
-//     application), imported into every node's containerd. Nothing is
-//     pulled.
+//     test bed's own (pause, kube-proxy, CoreDNS, the groundcloud-echo
+//     example application), imported into every node's containerd; on
+//     request the image of Kubernetes' e2e suite (BuildAgnhost, ImportAs).
+//     Nothing is pulled.
 //   - groundcloud: the cloud-config and gossip-key Secrets, then deploy/
 //     and deploy/router/ through a kustomize overlay that only points the
 //     images at the local ones and sets the lab's interface: the controller
@@ -31,7 +37,13 @@
 //     DaemonSet on the load-balancer hosts (Nodes labelled
 //     node-restriction.kubernetes.io/groundcloud-load-balancer=true by the
 //     administrator once they registered, as a kubelet may not set it),
-//     the routers on every Node.
+//     the routers on every Node. Options.Repo is the checkout installed
+//     (an earlier commit's tree, ExportCommit, installs a previous
+//     release); Cluster.Install installs another Release (BuildRelease)
+//     over it as a user upgrades or downgrades: its images on every node,
+//     the hosts labelled with the key its agents select, its deploy/
+//     applied, the rollouts awaited. The agents' host label is read from
+//     the installed DaemonSet's nodeSelector (Cluster.HostLabel).
 //
 // Failures a test can cause: a node's cable pulled (Node.SetLink, which
 // also cuts its way to the apiserver), a container crashing

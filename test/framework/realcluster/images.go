@@ -21,28 +21,25 @@ type Images struct {
 	// distroless with iptables and nftables); Pause is the Pods' sandbox;
 	// Echo the example application (test/images/echo/groundcloud-echo).
 	KubeProxy, Pause, Echo imagebuild.Image
+	// CoreDNS is cluster DNS (hack/tools/cmd/coredns).
+	CoreDNS imagebuild.Image
 }
 
 func (i Images) all() []imagebuild.Image {
-	return []imagebuild.Image{i.ControllerManager, i.Agent, i.Router, i.KubeProxy, i.Pause, i.Echo}
+	return []imagebuild.Image{i.ControllerManager, i.Agent, i.Router, i.KubeProxy, i.Pause, i.Echo, i.CoreDNS}
 }
-
-// ours are the images built from deploy/images/<name>/Dockerfile.
-var ours = []string{"groundcloud-controller-manager", "groundcloud-agent", "groundcloud-router"}
 
 // buildImages builds every image into dir: our Dockerfiles' go builds and
 // the example's in one go build in repo (they agree on flags, so they
 // share their compile work), the Kubernetes binaries from tools.
 func buildImages(ctx context.Context, repo, tools, dir string) (Images, error) {
 	b := imagebuild.Builder{Dir: dir, Repo: repo}
-	var recipes []imagebuild.Recipe
+	recipes, err := releaseRecipes(repo)
+	if err != nil {
+		return Images{}, err
+	}
 	var builds []imagebuild.GoBuild
-	for _, name := range ours {
-		r, err := imagebuild.ReadRecipe(filepath.Join(repo, "deploy", "images", name, "Dockerfile"))
-		if err != nil {
-			return Images{}, err
-		}
-		recipes = append(recipes, r)
+	for _, r := range recipes {
 		builds = append(builds, r.Build)
 	}
 	// As our Dockerfiles build: static, trimmed.
@@ -55,12 +52,11 @@ func buildImages(ctx context.Context, repo, tools, dir string) (Images, error) {
 	if err != nil {
 		return Images{}, fmt.Errorf("build images: %w", err)
 	}
-	var imgs Images
-	for i, img := range []*imagebuild.Image{&imgs.ControllerManager, &imgs.Agent, &imgs.Router} {
-		if *img, err = b.FromRecipe(ctx, imagePrefix+ours[i], recipes[i], bins[i]); err != nil {
-			return Images{}, fmt.Errorf("image %s: %w", ours[i], err)
-		}
+	rel, err := releaseImages(ctx, b, recipes, bins[:len(recipes)])
+	if err != nil {
+		return Images{}, err
 	}
+	imgs := Images{ControllerManager: rel.ControllerManager, Agent: rel.Agent, Router: rel.Router}
 	echo := bins[len(bins)-1]
 	for _, s := range []struct {
 		img  *imagebuild.Image
@@ -75,6 +71,13 @@ func buildImages(ctx context.Context, repo, tools, dir string) (Images, error) {
 			Name: imagePrefix + "pause", Base: "scratch",
 			Executables: []imagebuild.Executable{{Src: filepath.Join(tools, "pause"), Dest: "/pause"}},
 			Entrypoint:  []string{"/pause"},
+		}},
+		// Like the upstream image: CoreDNS alone, on distroless (it runs
+		// as root there, with NET_BIND_SERVICE for port 53).
+		{&imgs.CoreDNS, imagebuild.Spec{
+			Name: imagePrefix + "coredns", Base: "gcr.io/distroless/static-debian12",
+			Executables: []imagebuild.Executable{{Src: filepath.Join(tools, "coredns"), Dest: "/coredns"}},
+			Entrypoint:  []string{"/coredns"},
 		}},
 		// Like the upstream image (distroless-iptables): nft, and netbase's
 		// /etc/protocols, without which kube-proxy's nftables mode loses

@@ -13,22 +13,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/test/framework/manifests"
 )
 
 // installFieldManager is the field manager of what the test bed installs.
 const installFieldManager = "groundcloud-test-bed"
 
-// install installs kube-proxy, then groundcloud as docs/install.md says:
+// install installs kube-proxy and cluster DNS, then groundcloud as docs/install.md says:
 // the cloud-config and gossip-key Secrets, then deploy/ and deploy/router/
 // through a kustomize overlay of the test bed's (install/ in Dir) that
 // only points the images at the local ones and sets what a user sets for
 // this network.
 func (c *Cluster) install(ctx context.Context) error {
 	if err := c.installKubeProxy(ctx); err != nil {
+		return err
+	}
+	if err := c.installCoreDNS(ctx); err != nil {
 		return err
 	}
 	c.CloudConfig = c.cloudConfig()
@@ -45,18 +48,7 @@ func (c *Cluster) install(ctx context.Context) error {
 			return fmt.Errorf("create secret %s: %w", name, err)
 		}
 	}
-	dir := filepath.Join(c.Opts.Dir, "install")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	overlay, err := c.overlay(dir)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-		return err
-	}
-	objs, err := manifests.Render(ctx, filepath.Join(c.Opts.ToolsDir, "kubectl"), dir)
+	objs, err := c.renderInstall(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,11 +59,37 @@ func (c *Cluster) install(ctx context.Context) error {
 	return nil
 }
 
+// renderInstall writes the overlay (install/ in Dir) over Opts.Repo's
+// deploy/ with the images of c.Images and renders it, as kubectl kustomize
+// does; it records the key that places the agents (hostLabel).
+func (c *Cluster) renderInstall(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	dir := filepath.Join(c.Opts.Dir, "install")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	overlay, err := c.overlay(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		return nil, err
+	}
+	objs, err := manifests.Render(ctx, filepath.Join(c.Opts.ToolsDir, "kubectl"), dir)
+	if err != nil {
+		return nil, err
+	}
+	if c.hostLabel, err = agentHostLabel(objs); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Opts.Repo, err)
+	}
+	return objs, nil
+}
+
 // labelLoadBalancerHost labels a registered load-balancer host's Node as
 // docs/install.md has an administrator do (kubectl label node): the key is
-// one its kubelet may not set.
+// the one the installed release's agents select (hostLabel): for this
+// version annotation.LoadBalancerHostLabel, one its kubelet may not set.
 func (c *Cluster) labelLoadBalancerHost(ctx context.Context, name string) error {
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, annotation.LoadBalancerHostLabel)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, c.hostLabel)
 	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("label load-balancer host %s: %w", name, err)
 	}
@@ -170,7 +188,11 @@ func (c *Cluster) cloudConfig() string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\n\n[Routes]\n\n", c.Opts.Pool4, c.Opts.Pool6)
+	fmt.Fprintf(&b, "[Pool \"default\"]\naddresses = %s\naddresses = %s\n", c.Opts.Pool4, c.Opts.Pool6)
+	if p := strings.TrimSpace(c.Opts.DefaultPool); p != "" {
+		b.WriteString(p + "\n")
+	}
+	b.WriteString("\n[Routes]\n\n")
 	b.WriteString(c.Opts.ExtraCloudConfig)
 	if c.Opts.CloudConfigFor != nil {
 		b.WriteString(c.Opts.CloudConfigFor(c))

@@ -248,7 +248,11 @@ func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
 }
 
 func (n *Node) startKubelet(c *Cluster) error {
-	s := kubeletSettings{paths: n.paths, cgroupRoot: n.cgroupRoot, nodeIP: n.Host.Addr4}
+	dns, err := dnsAddresses(c.Opts.ServiceCIDR)
+	if err != nil {
+		return err
+	}
+	s := kubeletSettings{paths: n.paths, cgroupRoot: n.cgroupRoot, nodeIP: n.Host.Addr4, clusterDNS: dns}
 	// The load-balancer host label is the administrator's to set
 	// (Cluster.labelLoadBalancerHost): the kubelet refuses a
 	// node-restriction.kubernetes.io/ key in --node-labels, and

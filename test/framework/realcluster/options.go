@@ -66,6 +66,9 @@ type Options struct {
 	// node addresses where it serves NodePorts, or "primary" (empty: its
 	// default, which in nftables mode is the node's primary addresses).
 	NodePortAddresses []string
+	// DefaultPool are more keys of pool "default" ("forwarding = proxy",
+	// "announce = bgp", ...), one per line.
+	DefaultPool string
 	// ExtraCloudConfig is appended to the cloud-config.
 	ExtraCloudConfig string
 	// CloudConfigFor, when set, returns more cloud-config, appended after

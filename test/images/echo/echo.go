@@ -38,8 +38,12 @@ func Run(ctx context.Context, c Config) error {
 		return errors.New("echo: nothing to listen on")
 	}
 	errc := make(chan error, 3)
+	h := newHeld()
 	if c.HTTPAddr != "" {
-		srv := &http.Server{Addr: c.HTTPAddr, Handler: c, ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/", c)
+		mux.Handle("POST /push", c.pushHandler(h))
+		srv := &http.Server{Addr: c.HTTPAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- srv.ListenAndServe() }()
 		stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 		defer stop()
@@ -51,7 +55,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 		defer stop()
-		go func() { errc <- c.serveUDP(conn) }()
+		go func() { errc <- c.serveUDP(conn, h) }()
 	}
 	if c.LinesAddr != "" {
 		ln, err := net.Listen("tcp", c.LinesAddr)
@@ -60,7 +64,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 		defer stop()
-		go func() { errc <- c.serveLines(ln) }()
+		go func() { errc <- c.serveLines(ln, h) }()
 	}
 	select {
 	case <-ctx.Done():
@@ -126,40 +130,45 @@ func Parse(s string) (Said, error) {
 // serveLines speaks the line protocol of long-lived connections: a
 // greeting "<pod> <client address>" on connect, then every line the client
 // sends back prefixed with the Pod's name, until the client closes. It is
-// what test/framework/availability's client measures with.
-func (c Config) serveLines(ln net.Listener) error {
+// what test/framework/availability's client measures with. A push (POST
+// /push) writes its line on every open connection.
+func (c Config) serveLines(ln net.Listener, h *held) error {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			return err
 		}
-		go c.lines(conn)
+		go c.lines(conn, h)
 	}
 }
 
-func (c Config) lines(conn net.Conn) {
+func (c Config) lines(conn net.Conn, h *held) {
 	defer conn.Close()
-	w := bufio.NewWriter(conn)
-	fmt.Fprintf(w, "%s %s\n", c.Pod, conn.RemoteAddr())
-	if w.Flush() != nil {
+	l := &lineConn{w: bufio.NewWriter(conn)}
+	if l.writeLine("%s %s\n", c.Pod, conn.RemoteAddr()) != nil {
 		return
 	}
+	h.addLine(l)
+	defer h.removeLine(l)
 	in := bufio.NewScanner(conn)
 	for in.Scan() {
-		fmt.Fprintf(w, "%s %s\n", c.Pod, in.Text())
-		if w.Flush() != nil {
+		if l.writeLine("%s %s\n", c.Pod, in.Text()) != nil {
 			return
 		}
 	}
 }
 
-// serveUDP answers each datagram with Answer.
-func (c Config) serveUDP(conn net.PacketConn) error {
+// serveUDP answers each datagram with Answer; a sender whose datagram
+// says "hold" is also held for a push (POST /push).
+func (c Config) serveUDP(conn net.PacketConn, h *held) error {
 	buf := make([]byte, 64<<10)
 	for {
-		_, from, err := conn.ReadFrom(buf)
+		n, from, err := conn.ReadFrom(buf)
 		if err != nil {
 			return err
+		}
+		if string(buf[:n]) == "hold" {
+			h.holdPeer(conn, from)
 		}
 		_, _ = conn.WriteTo([]byte(c.Answer(from.String())), from)
 	}

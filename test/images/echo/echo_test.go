@@ -38,7 +38,7 @@ func TestUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Config{Pod: "p", Node: "n"}
-	go func() { _ = c.serveUDP(conn) }()
+	go func() { _ = c.serveUDP(conn, newHeld()) }()
 	t.Cleanup(func() { conn.Close() })
 
 	client, err := net.Dial("udp", conn.LocalAddr().String())
@@ -126,7 +126,7 @@ func TestLines(t *testing.T) {
 	}
 	t.Cleanup(func() { ln.Close() })
 	c := Config{Pod: "p-1", Node: "n"}
-	go func() { _ = c.serveLines(ln) }()
+	go func() { _ = c.serveLines(ln, newHeld()) }()
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,189 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/groundcloud/groundcloud/internal/annotation"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+)
+
+// An agent restarted where no other load-balancer host takes its
+// addresses (docs/high-availability.md, "Restarts and upgrades"). Pool
+// "solo" selects the hosts labelled soloLabel, lb-1 alone: its addresses
+// have one load-balancer host, as in a cluster of one, while the cluster
+// keeps its second host for the other checks.
+const (
+	soloPool  = "solo"
+	soloLabel = "node-restriction.kubernetes.io/solo"
+	soloHost  = "lb-1"
+)
+
+// soloCloudConfig adds pool "solo": four addresses of the lab's IPv4
+// subnet after pool "default", held on the link by the hosts labelled
+// soloLabel.
+func soloCloudConfig(c *realcluster.Cluster) string {
+	return fmt.Sprintf("[Pool %q]\naddresses = %s\nauto-assign = false\nhosts = %s=true\n\n",
+		soloPool, netlab.RangeIn(c.Opts.Subnet4, 220, 223), soloLabel)
+}
+
+// soloRestart is Services of pool "solo", one per forwarding, and their
+// clients.
+type soloRestart struct {
+	*haScenario
+	vips []netip.Addr // of the Services, once checkRestarted made them
+}
+
+// soloService is a Service of pool "solo" and the forwarding it asks for.
+type soloService struct {
+	forwarding string
+	vip        netip.Addr
+	client     *availability.Client
+}
+
+// newSoloRestart labels lb-1 the only host of pool "solo" until stop.
+func newSoloRestart(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) *soloRestart {
+	setNodeLabel(t.Context(), t, c, soloHost, soloLabel, true)
+	return &soloRestart{haScenario: newHAScenario(t, c, dyn, soloPool)}
+}
+
+// stop ends the record of the holders and takes the label off lb-1; it
+// must run before the cluster closes.
+func (s *soloRestart) stop(t *testing.T) {
+	s.haScenario.stop()
+	setNodeLabel(context.Background(), t, s.c, soloHost, soloLabel, false)
+}
+
+// checkRestarted: the agent Pod of the only host of the addresses deleted,
+// as a rolling update or a helm upgrade does (SIGTERM; the DaemonSet
+// starts a new one), while a client of each address (a Service with proxy
+// forwarding, whose traffic only the agent's rules carry, and one with
+// passthrough) opens a new connection every 20 ms and holds four: none
+// fails, none breaks, the addresses never leave the host, and the new
+// agent holds and reports them.
+func (s *soloRestart) checkRestarted(t *testing.T) {
+	ctx := t.Context()
+	svcs := []*soloService{{forwarding: "proxy"}, {forwarding: "passthrough"}}
+	for i, svc := range svcs {
+		name := fmt.Sprintf("%s-%d", soloPool, i)
+		svc.vip = s.createService(t, name, 1, inPool(soloPool), func(o *corev1.Service) {
+			o.Annotations[annotation.Forwarding] = svc.forwarding
+		})[0]
+		s.vips = append(s.vips, svc.vip)
+		if h, err := s.holders.WaitHeld(ctx, svc.vip, 2*time.Minute); err != nil || h != soloHost {
+			t.Fatalf("%s held by %q (%v), want %s, the only host of pool %s", svc.vip, h, err, soloHost, soloPool)
+		}
+	}
+	s.waitReadyMembers(t, soloPool, len(svcs))
+	for _, svc := range svcs {
+		waitServing(t, lbClient(s.client), fmt.Sprintf("http://%s/", netip.AddrPortFrom(svc.vip, 8080)))
+		svc.client = s.startClient(t, svc.vip, availability.Options{Every: 20 * time.Millisecond, Held: 4})
+	}
+	time.Sleep(2 * time.Second) // the held connections open, the streams run
+
+	old, _, err := s.c.AgentContainer(ctx, soloHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault := time.Now()
+	if err := s.c.Client.CoreV1().Pods(metav1.NamespaceSystem).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNewAgent(t, s.c, soloHost, old.UID)
+	// The new agent a Ready member again, and its hold-down over.
+	s.waitReadyMembers(t, soloPool, len(svcs))
+	time.Sleep(agentHoldDown)
+
+	for i, svc := range svcs {
+		what := fmt.Sprintf("agent Pod deleted on the only host of %s (%s)", svc.vip, svc.forwarding)
+		o := availability.Measure(svc.client.Attempts(), fault, fault.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
+		t.Logf("%s: new connections: %d attempts, %d failed, gap %s", what, o.Attempts, o.Failed, o.Gap.Round(time.Millisecond))
+		if o.Failed > 0 || o.Unrecovered {
+			t.Errorf("%s: %d of %d new connections failed (gap %s), want none", what, o.Failed, o.Attempts, o.Gap.Round(time.Millisecond))
+		}
+		expectHeld(t, svc.client, what, fault)
+		for _, ch := range s.holders.Changes(svc.vip, fault) {
+			if len(ch.Hosts) != 1 || ch.Hosts[0] != soloHost {
+				t.Errorf("%s held by %v at %s (%s after the Pod's deletion), want %s throughout", svc.vip, ch.Hosts, ch.At.Format(time.StampMilli), ch.At.Sub(fault).Round(time.Millisecond), soloHost)
+			}
+		}
+		name := fmt.Sprintf("%s-%d", soloPool, i)
+		eventually(t, "the new agent reporting "+svc.vip.String(), func(ctx context.Context) bool {
+			h, _ := s.statusOf(ctx, name, svc.vip)
+			return h == soloHost
+		})
+	}
+}
+
+// checkRetired: the host's agent stops for good (the host is no longer a
+// load-balancer host: the DaemonSet no longer selects its Node). Although
+// no other host takes the addresses, it removes them and its tables; labelled again, the host gets its agent back.
+func (s *soloRestart) checkRetired(t *testing.T) {
+	ctx := t.Context()
+	if len(s.vips) == 0 {
+		t.Fatal("no Service of pool solo: the restart step before did not set one up")
+	}
+	node := s.c.Node(soloHost)
+	setNodeLabel(ctx, t, s.c, soloHost, annotation.LoadBalancerHostLabel, false)
+	t.Cleanup(func() { setNodeLabel(context.Background(), t, s.c, soloHost, annotation.LoadBalancerHostLabel, true) })
+	var left string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if _, _, err := s.c.AgentContainer(ctx, soloHost); err == nil {
+			left = "its agent"
+			return false, nil
+		}
+		out, _ := node.Host.Command(ctx, "nft", "list", "tables").CombinedOutput()
+		var held []netip.Addr
+		for _, v := range s.vips {
+			if h, _ := hostHolds(t, node.Host, v); h {
+				held = append(held, v)
+			}
+		}
+		left = fmt.Sprintf("tables %q, addresses %v", strings.TrimSpace(string(out)), held)
+		return !strings.Contains(string(out), "groundcloud") && len(held) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%s left %s after its label was removed: %v", soloHost, left, err)
+	}
+	setNodeLabel(ctx, t, s.c, soloHost, annotation.LoadBalancerHostLabel, true)
+	waitNewAgent(t, s.c, soloHost, "")
+	for _, v := range s.vips {
+		if h, err := s.holders.WaitHeld(ctx, v, 2*time.Minute); err != nil || h != soloHost {
+			t.Errorf("%s held by %q (%v) after %s's agent came back, want %s", v, h, err, soloHost, soloHost)
+		}
+	}
+}
+
+// waitNewAgent waits until the agent Pod on node is Ready and is not the
+// Pod old (by UID; "" any).
+func waitNewAgent(t *testing.T, c *realcluster.Cluster, node string, old types.UID) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, _, err := c.AgentContainer(ctx, node)
+		return err == nil && p.UID != old && podReady(p), nil
+	})
+	if err != nil {
+		t.Fatalf("no new Ready agent on %s: %v", node, err)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,370 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/test/framework/availability"
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+)
+
+// The upgrade and downgrade lane (docs/install.md "Upgrading"): the
+// previous release installed from its own deploy/ and images, Services of
+// each kind with long-lived connections and a stream of new ones, an
+// upgrade to this working tree by the documented steps, then a downgrade
+// back.
+const (
+	// previousRelease is the release the lane upgrades from and downgrades
+	// to, the one place that names it: the parent of c40c632 ("agent
+	// placement: a label kubelets cannot set"), the last commit whose
+	// agents run on previousHostLabel. Move it when a release changes the
+	// LoadBalancer schema, flags or placement again (or to a release tag
+	// once there are releases).
+	previousRelease = "ec050137503c151bf6f372da0123f232a6f9c247"
+	// previousHostLabel places previousRelease's agents.
+	previousHostLabel = "groundcloud.io/load-balancer"
+)
+
+// upgradeKinds are the Services the lane keeps traffic on: L2
+// passthrough (the default) and L2 proxy. BGP is not in the lane yet.
+// hitless: no new connection may fail while the components roll (with two
+// load-balancer hosts); where false, the failures are logged only — L2
+// proxy lost 171 of 1954 (a 3.6 s gap) upgrading and 99 of 1700 (2.0 s)
+// downgrading when the lane was written, issue 33 items 1 and 2.
+var upgradeKinds = []struct {
+	name    string
+	mod     func(*corev1.Service)
+	hitless bool
+}{
+	{"l2-passthrough", func(*corev1.Service) {}, true},
+	{"l2-proxy", func(s *corev1.Service) { s.Annotations[annotation.Forwarding] = "proxy" }, false},
+}
+
+// TestUpgrade installs previousRelease, upgrades it to the working tree as
+// docs/install.md says (label the hosts with the new key, apply the new
+// deploy/, remove the old label), then downgrades it back (the old key
+// again, the old deploy/, the new label removed), checking after each
+// step: the agents on exactly the load-balancer hosts, running the
+// release's image; the controller manager's image; each Service's
+// addresses, status and LoadBalancer object unchanged and Ready; new
+// connections answered after the rollout. The connections lost while the
+// components roll (new ones, one every 20 ms, and four long-lived ones per
+// Service, opened once before the upgrade) are logged; only a hitless kind
+// (upgradeKinds) must lose no new connection. See docs/install.md
+// "Upgrading".
+func TestUpgrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs a real cluster")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end test: needs root")
+	}
+	if os.Getenv("GROUNDCLOUD_UPGRADE") == "" {
+		// A cluster of its own and two rollouts with traffic: more than a
+		// warm make test's time allows beside the other real-cluster tests.
+		// It also needs the repository's history (previousRelease).
+		t.Skip("the upgrade lane runs with make test-upgrade (GROUNDCLOUD_UPGRADE=1)")
+	}
+	ctx := t.Context()
+	tools, err := controlplane.ToolsDir(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	prevTree := filepath.Join(dir, "previous")
+	if err := realcluster.ExportCommit(ctx, repo, previousRelease, prevTree); err != nil {
+		t.Fatal(err)
+	}
+	// Two dedicated load-balancer hosts (tainted with the key the old
+	// label had: the taint stays), two workers with the Pods.
+	c, err := realcluster.Start(ctx, realcluster.Options{
+		Topology: netlab.Topology{LBHosts: 2, Clients: []string{"client"}},
+		Dir:      filepath.Join(dir, "cluster"),
+		ToolsDir: tools,
+		Repo:     prevTree,
+		Logf:     t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				if n.LoadBalancer {
+					logPodTails(t, n, 60, "groundcloud-agent")
+				}
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if got := c.HostLabel(); got != previousHostLabel {
+		t.Fatalf("release %s places its agents on %s, want %s: is previousRelease the commit it says?", previousRelease, got, previousHostLabel)
+	}
+	previous := realcluster.Release{Repo: prevTree, ControllerManager: c.Images.ControllerManager, Agent: c.Images.Agent, Router: c.Images.Router}
+	current, err := realcluster.BuildRelease(ctx, repo, filepath.Join(dir, "current-images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.CP.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newUpgradeLane(t, c, dyn)
+	l.check(t, "previous release installed", previous)
+
+	l.step(t, "upgrade", current, previousHostLabel)
+	l.step(t, "downgrade", previous, annotation.LoadBalancerHostLabel)
+}
+
+// upgradeLane is the Services the lane keeps traffic on, their addresses
+// as first served, and a client per Service.
+type upgradeLane struct {
+	s       *haScenario
+	addrs   map[string][]netip.Addr
+	clients map[string]*availability.Client
+	// since is where the next step's measurement starts.
+	since time.Time
+}
+
+func newUpgradeLane(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) *upgradeLane {
+	s := newHAScenario(t, c, dyn, "upgrade")
+	l := &upgradeLane{s: s, addrs: map[string][]netip.Addr{}, clients: map[string]*availability.Client{}}
+	for _, k := range upgradeKinds {
+		l.addrs[k.name] = s.createService(t, k.name, 1, k.mod)
+		vip := l.addrs[k.name][0]
+		waitServing(t, lbClient(s.client), fmt.Sprintf("http://%s/", netip.AddrPortFrom(vip, 8080)))
+		l.clients[k.name] = s.startClient(t, vip, availability.Options{})
+	}
+	l.since = time.Now()
+	return l
+}
+
+// step installs r over what runs (its hosts labelled with its key first),
+// removes the label oldKey, then checks and reports the traffic.
+func (l *upgradeLane) step(t *testing.T, name string, r realcluster.Release, oldKey string) {
+	t.Helper()
+	ctx := t.Context()
+	began := time.Now()
+	if err := l.s.c.Install(ctx, r); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Logf("%s: %s rolled out in %v", name, r.Repo, time.Since(began).Round(time.Second))
+	before := l.agentPods(t)
+	if err := l.s.c.RemoveHostLabel(ctx, oldKey); err != nil {
+		t.Fatal(err)
+	}
+	// The DaemonSet controller would delete the agents of hosts its
+	// selector no longer matches at once; give it time to show it does
+	// not, and the restarted agents their --ownership-hold-down.
+	time.Sleep(agentHoldDown + 3*time.Second)
+	if after := l.agentPods(t); !slices.Equal(before, after) {
+		t.Errorf("%s: removing label %s changed the agents: %v, then %v", name, oldKey, before, after)
+	}
+	l.check(t, name, r)
+	l.report(t, name, began)
+}
+
+// agentPods are the agent Pods' "node/uid", sorted.
+func (l *upgradeLane) agentPods(t *testing.T) []string {
+	t.Helper()
+	pods, err := l.s.c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=groundcloud-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, p.Spec.NodeName+"/"+string(p.UID))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// check checks what runs after a step: components and their images, the
+// host labels, the Services and their LoadBalancer objects.
+func (l *upgradeLane) check(t *testing.T, name string, r realcluster.Release) {
+	t.Helper()
+	t.Run(name+": agents on the load-balancer hosts only, controller manager, images", func(t *testing.T) {
+		l.checkComponents(t, r)
+	})
+	t.Run(name+": Services keep their addresses; objects Ready", func(t *testing.T) {
+		for _, k := range upgradeKinds {
+			l.checkService(t, k.name)
+		}
+	})
+}
+
+func (l *upgradeLane) checkComponents(t *testing.T, r realcluster.Release) {
+	c := l.s.c
+	pods, err := c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]string{}
+	var cms []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			t.Errorf("Pod %s on %s is terminating", p.Name, p.Spec.NodeName)
+		}
+		img := p.Spec.Containers[0].Image
+		switch {
+		case strings.HasPrefix(p.Name, "groundcloud-agent-"):
+			agents[p.Spec.NodeName] = img
+		case strings.HasPrefix(p.Name, "groundcloud-controller-manager-"):
+			cms = append(cms, img)
+		}
+	}
+	want := map[string]string{}
+	for _, n := range c.Nodes {
+		if n.LoadBalancer {
+			want[n.Name] = r.Agent.Ref
+			node, err := c.Client.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if node.Labels[c.HostLabel()] != "true" {
+				t.Errorf("load-balancer host %s lacks %s=true: %v", n.Name, c.HostLabel(), node.Labels)
+			}
+		}
+	}
+	if !mapsEqual(agents, want) {
+		t.Errorf("agents (node: image) %v, want %v", agents, want)
+	}
+	if len(cms) == 0 || slices.ContainsFunc(cms, func(img string) bool { return img != r.ControllerManager.Ref }) {
+		t.Errorf("controller manager images %v, want %s", cms, r.ControllerManager.Ref)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// checkService checks that Service name keeps the addresses it was first
+// given, in its status and its LoadBalancer object, which is Ready for its
+// latest generation, every address held by a host.
+func (l *upgradeLane) checkService(t *testing.T, name string) {
+	want := l.addrs[name]
+	eventually(t, "Service "+name+" and its LoadBalancer as before, Ready", func(ctx context.Context) bool {
+		svc, err := l.s.c.Client.CoreV1().Services(echoNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		var got []netip.Addr
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			got = append(got, netip.MustParseAddr(in.IP))
+		}
+		if !slices.Equal(got, want) {
+			t.Logf("Service %s: status %v, want %v", name, got, want)
+			return false
+		}
+		lb, err := lbapi.NewClient(l.s.dyn).Get(ctx, echoNS, name)
+		if err != nil {
+			return false
+		}
+		return lbServes(t, lb, svc, want)
+	})
+}
+
+// lbServes reports whether lb is svc's, with addresses want, Ready for its
+// generation, each address held.
+func lbServes(t *testing.T, lb *v1alpha1.LoadBalancer, svc *corev1.Service, want []netip.Addr) bool {
+	if len(lb.OwnerReferences) == 0 || lb.OwnerReferences[0].UID != svc.UID {
+		t.Logf("LoadBalancer %s: owners %v, want Service %s", lb.Name, lb.OwnerReferences, svc.UID)
+		return false
+	}
+	var addrs []netip.Addr
+	for _, a := range lb.Spec.Addresses {
+		addrs = append(addrs, netip.MustParseAddr(a))
+	}
+	if !slices.Equal(addrs, want) {
+		t.Logf("LoadBalancer %s: addresses %v, want %v", lb.Name, addrs, want)
+		return false
+	}
+	ready := meta.FindStatusCondition(lb.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || lb.Status.ObservedGeneration != lb.Generation {
+		return false
+	}
+	held := 0
+	for _, a := range lb.Status.Addresses {
+		if a.Host != "" {
+			held++
+		}
+	}
+	return held == len(want)
+}
+
+// report logs what each Service's client saw since the last step and
+// fails if new connections do not work at its end.
+func (l *upgradeLane) report(t *testing.T, name string, began time.Time) {
+	t.Helper()
+	end := time.Now()
+	for _, k := range upgradeKinds {
+		c := l.clients[k.name]
+		o := availability.Measure(c.Attempts(), began, l.since, end)
+		t.Logf("%s: %s: new connections: %d attempts, %d failed, gap %s", name, k.name, o.Attempts, o.Failed, o.Gap.Round(time.Millisecond))
+		for i, conn := range c.Conns() {
+			t.Logf("%s: %s: long-lived connection %d to %s: %d pings, longest wait %s, err %v", name, k.name, i, conn.Node, conn.Pings, conn.MaxStall.Round(time.Millisecond), conn.Err)
+		}
+		// Which hosts held the address meanwhile. Logged only: today the
+		// second agent to roll stops while the first, just restarted, is
+		// still in its --ownership-hold-down, and the address is held by
+		// none for about 3 s (issue 33 item 2); once that is fixed, an
+		// address held by no host at any moment is an error here.
+		changes := l.s.holders.Changes(l.addrs[k.name][0], began)
+		t.Logf("%s: %s: holders of %s: %s", name, k.name, l.addrs[k.name][0], holderChanges(changes, began))
+		if k.hitless && o.Failed > 0 {
+			t.Errorf("%s: %s: %d of %d new connections failed (gap %s), want none", name, k.name, o.Failed, o.Attempts, o.Gap.Round(time.Millisecond))
+		}
+		if o.Unrecovered {
+			t.Errorf("%s: %s: new connections still failing at the end: %+v", name, k.name, o)
+		}
+		// After the rollouts: every new connection answered.
+		if tail := availability.Measure(c.Attempts(), end, end.Add(-3*time.Second), end); tail.Failed > 0 {
+			t.Errorf("%s: %s: %d of %d new connections failed in the last 3 s", name, k.name, tail.Failed, tail.Attempts)
+		}
+	}
+	l.since = end
+}
+
+// holderChanges prints changes as "+offset: hosts" after began.
+func holderChanges(changes []availability.Change, began time.Time) string {
+	var parts []string
+	for _, ch := range changes {
+		hosts := strings.Join(ch.Hosts, ",")
+		if hosts == "" {
+			hosts = "none"
+		}
+		parts = append(parts, fmt.Sprintf("+%s %s", ch.At.Sub(began).Round(10*time.Millisecond), hosts))
+	}
+	return strings.Join(parts, "; ")
+}

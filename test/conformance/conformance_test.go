@@ -1,0 +1,242 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+)
+
+// The runner's network, behind the gateway: outside the nodes' /16 and
+// /64, which the client-address spec takes for "inside the cluster".
+var (
+	runnerNet4 = netip.MustParsePrefix("203.0.113.0/24")
+	runnerNet6 = netip.MustParsePrefix("2001:db8:ffff::/64")
+)
+
+// focus selects the LoadBalancer specs of both describes.
+const focus = `\[sig-network\] LoadBalancers`
+
+// procs is how many processes run the specs at once.
+const procs = 3
+
+// TestLoadBalancers runs Kubernetes' [sig-network] LoadBalancers specs on
+// each lane GROUNDCLOUD_LANES names (see ParseLanes), each on a real
+// cluster of its own: every spec must pass, or be skipped with its
+// reason in skips.txt.
+func TestLoadBalancers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance: runs a real cluster")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("conformance: needs root")
+	}
+	lanes, err := ParseLanes(os.Getenv("GROUNDCLOUD_LANES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := readSkips()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skips, err := ParseSkips(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("GROUNDCLOUD_CONFORMANCE") == "quick" {
+		skips = append(skips, Long...)
+	}
+	for _, l := range lanes {
+		t.Run(l.Name, func(t *testing.T) { runLane(t, l, For(skips, l.Name)) })
+	}
+}
+
+func runLane(t *testing.T, lane Lane, skips []Skip) {
+	tools, err := controlplane.ToolsDir(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2e := filepath.Join(tools, "e2e")
+	refs, err := agnhostRefs(t.Context(), e2e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, services := lane.clusterCIDRs()
+	opts := realcluster.Options{
+		// A dedicated load-balancer host and two workers, as the sandbox
+		// runs: the rolling-update specs need two schedulable nodes.
+		Topology:    netlab.Topology{LBHosts: 1, Clients: []string{"gw"}},
+		ToolsDir:    tools,
+		DefaultPool: lane.poolKeys(),
+		ClusterCIDR: pods,
+		ServiceCIDR: services,
+	}
+	if lane.Announce == "bgp" {
+		opts.CloudConfigFor = func(c *realcluster.Cluster) string { return realcluster.BGPPeers(c.Clients["gw"]) }
+	}
+	c := realcluster.StartT(t, opts)
+	ctx := t.Context()
+	gw := c.Clients["gw"]
+	if lane.Announce == "bgp" {
+		if _, err := c.StartFRR(ctx, gw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runner, kubeconfig := startRunner(t, c, gw)
+	img, err := realcluster.BuildAgnhost(ctx, tools, filepath.Join(c.Opts.Dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ImportAs(ctx, img, refs...); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(c.Opts.Dir, "e2e")
+	suiteArgs := []string{
+		"-kubeconfig=" + kubeconfig,
+		"-provider=skeleton",
+		"-kubectl-path=" + filepath.Join(tools, "kubectl"),
+		// The load-balancer host is dedicated: tainted, as docs/install.md
+		// sets it up; Pods of the specs run on the workers.
+		"-non-blocking-taints=groundcloud.io/load-balancer,node-role.kubernetes.io/control-plane",
+		"-report-dir=" + report,
+		// Every node is schedulable for the suite (the taints above do
+		// not block). Said explicitly: the suite counts the nodes in its
+		// first process only, and specs in the others would skip with
+		// "Requires at least 2 nodes (not -1)".
+		"-num-nodes=" + strconv.Itoa(len(c.Nodes)),
+	}
+	ginkgoArgs := []string{
+		// In parallel, as upstream's CI runs the suite: the two
+		// rolling-update specs take about ten minutes each (five updates of
+		// a DaemonSet whose Pods take 60 s to stop).
+		"--procs=" + strconv.Itoa(procs),
+		"--focus=" + focus,
+		"--no-color", "-v",
+		"--timeout=2h",
+	}
+	if re := SkipRegexp(skips); re != "" {
+		ginkgoArgs = append(ginkgoArgs, "--skip="+re)
+	}
+	logPath := filepath.Join(c.Opts.Dir, "e2e.log")
+	start := time.Now()
+	runErr := runSuite(ctx, runner, filepath.Join(tools, "ginkgo"), e2e, ginkgoArgs, suiteArgs, logPath)
+	t.Logf("lane %s: the suite ran %s (log %s)", lane.Name, time.Since(start).Round(time.Second), logPath)
+	results, err := ReadJUnit(filepath.Join(report, "junit_01.xml"))
+	if err != nil {
+		t.Fatalf("suite: %v (exit: %v); tail of its log:\n%s", err, runErr, controlplane.LogTail(logPath, 60))
+	}
+	checkResults(t, lane, Focused(results, regexp.MustCompile(focus)), skips)
+	if runErr != nil && !t.Failed() {
+		t.Errorf("suite exited with %v though every spec passed or was skipped; tail of its log:\n%s", runErr, controlplane.LogTail(logPath, 60))
+	}
+	if t.Failed() {
+		t.Logf("tail of the suite's log:\n%s", controlplane.LogTail(logPath, 200))
+	}
+}
+
+// checkResults fails the test for every failed spec and every spec skipped
+// without a reason in skips.txt, and logs each spec's outcome.
+func checkResults(t *testing.T, lane Lane, results []Result, skips []Skip) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, r := range results {
+		counts[r.State]++
+		t.Logf("%-7s %6.0fs  %s", r.State, r.Seconds, r.Name)
+		switch r.State {
+		case "failed":
+			t.Errorf("lane %s: %s failed:\n%s", lane.Name, r.Name, r.Message)
+		case "skipped":
+			if _, ok := Listed(skips, r.Name); !ok {
+				t.Errorf("lane %s: %s skipped (%s) with no reason in skips.txt", lane.Name, r.Name, r.Message)
+			}
+		}
+	}
+	if counts["passed"]+counts["failed"] == 0 {
+		t.Errorf("lane %s: no spec ran", lane.Name)
+	}
+	t.Logf("lane %s: %d passed, %d failed, %d skipped", lane.Name, counts["passed"], counts["failed"], counts["skipped"])
+}
+
+// startRunner adds the runner's host behind gw, routes the runner's
+// network through gw from every node, relays the apiserver into the
+// runner as into a node, and writes the runner's kubeconfig.
+func startRunner(t *testing.T, c *realcluster.Cluster, gw *netlab.Host) (*netlab.Host, string) {
+	t.Helper()
+	ctx := t.Context()
+	runner, err := c.Lab.AddHostBehind(ctx, "runner", gw, runnerNet4, runnerNet6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if err := realcluster.RouteThrough(ctx, n.Host, gw, runnerNet4, runnerNet6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := runner.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), 32)); err != nil {
+		t.Fatal(err)
+	}
+	relay, err := runner.Forward(context.Background(), c.APIServer.String(), strings.TrimPrefix(c.CP.URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = relay.Close() })
+	kubeconfig := filepath.Join(c.Opts.Dir, "runner.kubeconfig")
+	if err := c.CP.WriteKubeconfig(kubeconfig, controlplane.AdminUser, "https://"+c.APIServer.String()); err != nil {
+		t.Fatal(err)
+	}
+	return runner, kubeconfig
+}
+
+// runSuite runs the suite with the ginkgo command in the runner's
+// namespace, its output to logPath. ginkgo runs a compiled test binary
+// (a name ending in .test) in parallel processes: the suite, through a
+// link of that name.
+func runSuite(ctx context.Context, runner *netlab.Host, ginkgo, e2e string, ginkgoArgs, suiteArgs []string, logPath string) error {
+	link := filepath.Join(filepath.Dir(logPath), "e2e.test")
+	if err := os.Symlink(e2e, link); err != nil {
+		return err
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	args := append(append(ginkgoArgs, link, "--"), suiteArgs...)
+	cmd := runner.Command(ctx, ginkgo, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.WaitDelay = 10 * time.Second
+	return cmd.Run()
+}
+
+// agnhostRefs are the agnhost images the suite names (-list-images): the
+// image BuildAgnhost makes is imported under each.
+func agnhostRefs(ctx context.Context, e2e string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, e2e, "-list-images").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s -list-images: %w", e2e, err)
+	}
+	var refs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if ref := strings.TrimSpace(sc.Text()); strings.Contains(ref, "/agnhost:") {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("%s -list-images names no agnhost image:\n%s", e2e, out)
+	}
+	return refs, nil
+}
