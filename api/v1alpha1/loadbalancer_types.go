@@ -242,7 +242,8 @@ type AddressStatus struct {
 type HostStatus struct {
 	// Name of the host (its agent's --host-name).
 	Name string `json:"name"`
-	// Conditions: Programmed (its data plane carries this generation).
+	// Conditions: Programmed (its data plane carries this generation);
+	// with memberlist also Member, Gossip and AddressConflict.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -286,4 +287,12 @@ const (
 	// The controller manager writes it (and only it) in the status; its
 	// reason is the ipam.OrphanCause.
 	ConditionAddressOrphaned = "AddressOrphaned"
+	// ConditionAddressConflict, in status.hosts, is true while a station on
+	// the link that is no load-balancer host claims an address of the
+	// LoadBalancer that the host owns: the address is not announced when
+	// the claim came before a host first held it (reason InUse; Ready is
+	// then false, reason AddressConflict), and defended when after (reason
+	// Defended). The host writes it false (reason NoConflict) once the
+	// claim stops.
+	ConditionAddressConflict = "AddressConflict"
 )

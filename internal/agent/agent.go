@@ -597,7 +597,7 @@ func (a *Agent) reportOne(ctx context.Context, lb *v1alpha1.LoadBalancer, owned,
 			r.Announcing = append(r.Announcing, ad.Unmap())
 		}
 	}
-	r.ReportsReady = len(r.Held) > 0 || len(r.Announcing) > 0 || a.reportsUnheld(lb, problems)
+	r.ReportsReady = len(r.Held) > 0 || len(r.Announcing) > 0 || a.reportsUnheld(lb, problems) || len(inUseOf(lb, member)) > 0
 	st, changed := desiredStatus(lb, r, now)
 	if !changed || a.reports.inFlight(lb, st) {
 		return

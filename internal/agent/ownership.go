@@ -194,11 +194,35 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 	hosts := publishedHosts(lbs, a.cfg.Host)
 	groups, mine := groupsOf(lbs, a.labels())
 	a.warnGroupsLeftOut(mine)
+	vips := onLink(plan.VIPs, lbs)
 	return membership.Observation{
-		VIPs: onLink(plan.VIPs, lbs), DataPlaneErr: syncErr, NodesReachable: reachable,
+		VIPs: vips, Fresh: freshOf(vips, lbs), DataPlaneErr: syncErr, NodesReachable: reachable,
 		Peers: gossipPeers(hosts), Hosts: hosts, Groups: groups, MyGroups: mine,
 		Advertised: advertisedOf(lbs), Sessions: a.sessions.families(),
 	}
+}
+
+// freshOf returns those of vips that no LoadBalancer's status names a
+// holder of: addresses no load-balancer host has held yet, which the
+// holder-to-be probes before it first announces one (membership's
+// probe.go). An address some host held (a failover, a restart) is never
+// probed: its takeover is not delayed.
+func freshOf(vips []netip.Addr, lbs []*v1alpha1.LoadBalancer) map[netip.Addr]bool {
+	held := map[netip.Addr]bool{}
+	for _, lb := range lbs {
+		for _, a := range lb.Status.Addresses {
+			if ad, err := netip.ParseAddr(a.Address); err == nil && a.Host != "" {
+				held[ad.Unmap()] = true
+			}
+		}
+	}
+	out := map[netip.Addr]bool{}
+	for _, v := range vips {
+		if !held[v] {
+			out[v] = true
+		}
+	}
+	return out
 }
 
 // warnGroupsLeftOut logs, when their number changes, the host groups
@@ -225,6 +249,10 @@ func (a *Agent) membershipHooks(ctx context.Context) membership.Hooks {
 		},
 		Announce: func() { a.cfg.Addresses.Announce(ctx) },
 		Conflict: func(c membership.Conflict) { a.recordConflict(c) },
+		InUse: func(u membership.InUse) {
+			a.recordInUse(u)
+			a.runner.Request() // report it in status
+		},
 		LinkUp: func() {
 			if a.cfg.Reconnect != nil {
 				klog.FromContext(ctx).Info("Reconnecting to the apiserver: the interface came back up")
@@ -267,6 +295,36 @@ func (a *Agent) recordConflict(c membership.Conflict) {
 		default:
 			a.cfg.Events.Eventf(ref, corev1.EventTypeNormal, "SplitBrainResolved",
 				"%s is answered by one host again (seen from %s)", c.VIP, a.cfg.Host)
+		}
+	}
+}
+
+// recordInUse raises an Event on each Service (or LoadBalancer) whose
+// address a station that is no load-balancer host claims, or no longer
+// claims.
+func (a *Agent) recordInUse(u membership.InUse) {
+	if a.cfg.Events == nil {
+		return
+	}
+	lbs, err := a.lister.List()
+	if err != nil {
+		return
+	}
+	for _, lb := range lbs {
+		if !slices.Contains(lb.Spec.Addresses, u.VIP.String()) {
+			continue
+		}
+		ref := eventTarget(lb)
+		switch {
+		case u.Ended:
+			a.cfg.Events.Eventf(ref, corev1.EventTypeNormal, "AddressConflictResolved",
+				"%s is no longer claimed by MAC %s (seen from %s)", u.VIP, u.MAC, a.cfg.Host)
+		case u.Announced:
+			a.cfg.Events.Eventf(ref, corev1.EventTypeWarning, "AddressConflict",
+				"%s is also claimed by MAC %s, which is no load-balancer host: clients may reach either; %s keeps it and announces it. Find the station and remove the address from it, or take the address out of the pool", u.VIP, u.MAC, a.cfg.Host)
+		default:
+			a.cfg.Events.Eventf(ref, corev1.EventTypeWarning, "AddressConflict",
+				"%s is in use by MAC %s, which is no load-balancer host: %s does not announce it while that station answers for it. Find the station and remove the address from it, or ask for another address", u.VIP, u.MAC, a.cfg.Host)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,13 @@ const (
 	// ReasonNodeNotOnLink: a backend of a passthrough LoadBalancer is on
 	// no link this host shares, so it gets none of the flows.
 	ReasonNodeNotOnLink = "NodeNotOnLink"
+	// ReasonAddressConflict (Ready), ReasonInUse and ReasonDefended
+	// (AddressConflict): a station that is no load-balancer host claims an
+	// address; ReasonNoConflict: none does any more.
+	ReasonAddressConflict = "AddressConflict"
+	ReasonInUse           = "InUse"
+	ReasonDefended        = "Defended"
+	ReasonNoConflict      = "NoConflict"
 )
 
 // maxProblems is how many problems a condition's message names.
@@ -93,6 +101,10 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 			conds = append(conds, gossipCondition(r.Member.Gossip, gen, now, hostConditions(lb, r.Host)))
 		}
 	}
+	inUse := inUseOf(lb, r.Member)
+	if c, write := conflictCondition(hostConditions(lb, r.Host), inUse, r.Host, gen, now); write {
+		conds = append(conds, c)
+	}
 	st := v1alpha1.LoadBalancerStatus{
 		Hosts: []v1alpha1.HostStatus{{Name: r.Host, Conditions: conds}},
 	}
@@ -102,14 +114,102 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 	for _, a := range r.Held {
 		st.Addresses = append(st.Addresses, v1alpha1.AddressStatus{Address: a.String(), Host: r.Host})
 	}
-	if len(r.Held) > 0 || len(r.Announcing) > 0 || r.ReportsReady {
+	if (len(r.Held) > 0 || len(r.Announcing) > 0 || r.ReportsReady) && !conflictElsewhere(lb, r, inUse) {
 		st.ObservedGeneration = gen
 		if ok {
 			msg = "every address is held by a host that programmed this generation"
 		}
+		if slices.ContainsFunc(inUse, func(u membership.InUse) bool { return !u.Announced }) {
+			// The same words from every host that sees a conflict: the
+			// details are in each one's AddressConflict condition.
+			ok, reason, msg = false, ReasonAddressConflict, msgAddressConflict
+		}
 		st.Conditions = []metav1.Condition{conditionWith(v1alpha1.ConditionReady, ok, reason, gen, msg, now, lb.Status.Conditions)}
 	}
 	return st, !covers(lb.Status, st)
+}
+
+// msgAddressConflict is Ready's message while an address is in use.
+const msgAddressConflict = "an address is in use by a station that is no load-balancer host and is not announced: see the AddressConflict condition in status.hosts"
+
+// conflictElsewhere reports whether another host said that an address of
+// lb is in use (Ready is false for AddressConflict) and sees no conflict
+// itself, while an address of lb is held by no host: this host leaves
+// Ready to the host that sees the conflict rather than writing it true
+// over that host's false.
+func conflictElsewhere(lb *v1alpha1.LoadBalancer, r hostReport, inUse []membership.InUse) bool {
+	old := meta.FindStatusCondition(lb.Status.Conditions, v1alpha1.ConditionReady)
+	if len(inUse) > 0 || old == nil || old.Reason != ReasonAddressConflict {
+		return false
+	}
+	held := map[string]bool{}
+	for _, a := range r.Held {
+		held[a.String()] = true
+	}
+	for _, a := range lb.Status.Addresses {
+		if a.Host != "" {
+			held[a.Address] = true
+		}
+	}
+	for _, a := range lb.Spec.Addresses {
+		if !held[a] {
+			return true
+		}
+	}
+	return false
+}
+
+// inUseOf returns the addresses of lb that a station which is no
+// load-balancer host claims, as member sees them.
+func inUseOf(lb *v1alpha1.LoadBalancer, member *membership.Status) []membership.InUse {
+	if member == nil {
+		return nil
+	}
+	var out []membership.InUse
+	for _, u := range member.InUse {
+		if slices.Contains(lb.Spec.Addresses, u.VIP.String()) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// conflictMessages says, of each address in use that is announced (or
+// not), who claims it.
+func conflictMessages(inUse []membership.InUse, host string, announced bool) []string {
+	var out []string
+	for _, u := range inUse {
+		if u.Announced != announced {
+			continue
+		}
+		since := u.Since.UTC().Format(time.RFC3339)
+		if announced {
+			out = append(out, fmt.Sprintf("%s is also claimed by MAC %s, which is no load-balancer host (seen by %s since %s); %s holds and defends it", u.VIP, u.MAC, host, since, host))
+		} else {
+			out = append(out, fmt.Sprintf("%s is in use by MAC %s, which is no load-balancer host (seen by %s since %s): not announced", u.VIP, u.MAC, host, since))
+		}
+	}
+	return out
+}
+
+// conflictCondition is this host's AddressConflict condition (in
+// status.hosts; existing are its conditions there), and whether to write
+// it: true while an address it owns is in use; false (NoConflict) once
+// none is, when it had the condition.
+func conflictCondition(existing []metav1.Condition, inUse []membership.InUse, host string, gen int64, now metav1.Time) (metav1.Condition, bool) {
+	msgs := append(conflictMessages(inUse, host, false), conflictMessages(inUse, host, true)...)
+	if len(msgs) == 0 {
+		if meta.FindStatusCondition(existing, v1alpha1.ConditionAddressConflict) == nil {
+			return metav1.Condition{}, false // never in conflict; once it was, false stays written
+		}
+		return conditionWith(v1alpha1.ConditionAddressConflict, false, ReasonNoConflict, gen, "no station but the load-balancer hosts claims an address this host owns", now, existing), true
+	}
+	reason := ReasonDefended
+	if slices.ContainsFunc(inUse, func(u membership.InUse) bool { return !u.Announced }) {
+		reason = ReasonInUse
+	}
+	// True when the condition holds: conditionWith's ok is the status.
+	return conditionWith(v1alpha1.ConditionAddressConflict, true, reason, gen, strings.Join(msgs, "; "), now, existing), true
 }
 
 // conditionWith is a condition of type typ, True when ok, with the reason

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -34,6 +35,9 @@ type Config struct {
 	SuspicionMult               int
 	HoldDown                    time.Duration
 	ConflictProbeInterval       time.Duration
+	// AddressProbes and AddressProbeSpacing: see Options.
+	AddressProbes       int
+	AddressProbeSpacing time.Duration
 }
 
 // Observation is what the agent learned about itself and from the API in
@@ -67,6 +71,10 @@ type Observation struct {
 	// Sessions are the address families ("ipv4", "ipv6") of this host's
 	// established BGP sessions.
 	Sessions []string
+	// Fresh are the virtual IPs on the link that no load-balancer host has
+	// held yet (no LoadBalancer status names a holder): this host probes
+	// them before it first holds one (probe.go).
+	Fresh map[netip.Addr]bool
 }
 
 // Hooks are how a Gossip tells its agent what to do. They are called from
@@ -81,6 +89,9 @@ type Hooks struct {
 	Announce func()
 	// Conflict reports a split brain that started, changed or ended.
 	Conflict func(Conflict)
+	// InUse reports an address that a station which is no load-balancer
+	// host started or stopped claiming (probe.go).
+	InUse func(InUse)
 	// LinkUp: the interface came up after being seen down (nil: nothing
 	// to do). Connections opened before it may wait seconds for TCP to
 	// retransmit what they sent while it was down.
@@ -99,6 +110,9 @@ type Status struct {
 	MAC string
 	// Gossip says whether gossip with every other host works.
 	Gossip GossipHealth
+	// InUse are the addresses this host owns that a station which is no
+	// load-balancer host claims (probe.go).
+	InUse []InUse
 }
 
 // Gossip is this host's membership among the agents sharing the virtual
@@ -131,6 +145,9 @@ type Gossip struct {
 	pubBGP     []string          // the families others were last told
 	suppressed map[netip.Addr]bool
 	conflicts  *conflicts
+	probes     *probes // nil: new addresses are held without a probe
+	probeKick  chan struct{}
+	probeV6    bool   // the guard can probe IPv6 addresses
 	addr       string // our gossip address, host:port
 	mac        string
 	newPeer    bool // a member joined since the last evaluation
@@ -160,12 +177,17 @@ func New(cfg Config) *Gossip {
 		joining:    map[string]bool{},
 		suppressed: map[netip.Addr]bool{},
 		conflicts:  newConflicts(cfg.ConflictProbeInterval),
+		probeKick:  make(chan struct{}, 1),
+		probeV6:    true,
 		linkUp:     true,
 		apiMACs:    map[string]string{},
 		heard:      map[string]time.Time{},
 		gossiped:   map[string]bool{},
 		gerrs:      newGossipErrors(),
 		health:     GossipHealth{Reason: GossipHealthy, Message: "no gossip errors"},
+	}
+	if cfg.AddressProbes > 0 {
+		g.probes = newProbes(cfg.AddressProbes, cfg.AddressProbeSpacing, cfg.ConflictProbeInterval)
 	}
 	for _, s := range cfg.Seeds {
 		g.known[s] = true
@@ -181,7 +203,7 @@ func (g *Gossip) Owns(vip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
-	return !g.suppressed[vip] && g.owner(vip) == g.cfg.Name
+	return !g.suppressed[vip] && !g.probes.blocked(vip) && g.owner(vip) == g.cfg.Name
 }
 
 // owner is the owner of vip among the candidates of its group (and, when
@@ -221,7 +243,7 @@ func (g *Gossip) Observe(o Observation) {
 	g.obs = Observation{
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
-		Advertised: o.Advertised, Sessions: slices.Clone(o.Sessions),
+		Advertised: o.Advertised, Sessions: slices.Clone(o.Sessions), Fresh: o.Fresh,
 	}
 	if len(g.obs.MyGroups) > MaxGroups {
 		g.obs.MyGroups = g.obs.MyGroups[:MaxGroups]
@@ -247,15 +269,22 @@ func (g *Gossip) Observe(o Observation) {
 		}
 	}
 	g.evaluate(time.Now())
+	g.trackProbes()
 	g.mu.Unlock()
 	signal(g.kick)
+	signal(g.probeKick)
 }
 
 // Status returns this host's standing.
 func (g *Gossip) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Status{State: g.ready.state, Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health}
+	st := Status{State: g.ready.state, Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health}
+	if g.probes != nil {
+		st.InUse = slices.Collect(maps.Values(g.probes.reported))
+		slices.SortFunc(st.InUse, func(a, b InUse) int { return a.VIP.Compare(b.VIP) })
+	}
+	return st
 }
 
 // setLink records whether the interface is up; g.mu is held.

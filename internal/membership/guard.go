@@ -24,13 +24,19 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	if err != nil {
 		g.mu.Lock()
 		g.guardOff = true
+		g.probes = nil // nothing can be probed: new addresses are held at once
 		g.mu.Unlock()
 		logger.Error(err, "Cannot watch for split brains", "interface", g.cfg.Interface)
+		signal(g.kick)
 		return
 	}
 	defer func() { _ = l2.Close() }()
 	if err := l2.WatchIPv6(g.cfg.Interface); err != nil {
 		logger.Error(err, "Cannot watch IPv6 addresses for split brains", "interface", g.cfg.Interface)
+		g.mu.Lock()
+		g.probeV6 = false
+		g.trackProbes()
+		g.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -40,13 +46,90 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	wg.Go(func() { l2.Listen(ctx, g.claimed) })
 	tick := time.NewTicker(g.cfg.ConflictProbeInterval)
 	defer tick.Stop()
+	spacing := g.cfg.AddressProbeSpacing
+	if spacing <= 0 {
+		spacing = g.cfg.ConflictProbeInterval
+	}
+	probeTick := time.NewTicker(spacing)
+	defer probeTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			g.guardRound(ctx, l2, hooks)
+		case <-probeTick.C:
+		case <-g.probeKick:
 		}
+		g.probeRound(ctx, l2, hooks)
+	}
+}
+
+// trackProbes makes the probes follow the fresh addresses this host owns
+// and can probe; g.mu is held.
+func (g *Gossip) trackProbes() {
+	if !g.probes.enabled() {
+		return
+	}
+	var want []netip.Addr
+	for v := range g.obs.Fresh {
+		v = v.Unmap()
+		if g.vips[v] && (v.Is4() || g.probeV6) && g.owner(v) == g.cfg.Name {
+			want = append(want, v)
+		}
+	}
+	g.probes.track(want)
+}
+
+// probeRound probes the fresh addresses that are due, holds those whose
+// probes went unanswered (a sync), and reports the addresses in use.
+func (g *Gossip) probeRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) {
+	now := time.Now()
+	g.mu.Lock()
+	if !g.probes.enabled() {
+		g.mu.Unlock()
+		return
+	}
+	g.trackProbes()
+	send, cleared := g.probes.due(now)
+	inUse := g.probes.inUse(now)
+	// Foreign stations claiming addresses this host holds: the split-brain
+	// guard defends those (conflict.go); they are in use all the same.
+	for _, cf := range g.conflicts.actions {
+		if cf.Host == "" && cf.MAC != "" && cf.Action == ActionDefend {
+			since := now
+			if e := g.conflicts.seen[sightingKey{cf.VIP, cf.MAC}]; e != nil {
+				since = e.first
+			}
+			inUse[cf.VIP] = InUse{VIP: cf.VIP, MAC: cf.MAC, Since: since, Announced: true}
+		}
+	}
+	changes := g.probes.changes(inUse)
+	g.mu.Unlock()
+
+	if len(send) > 0 {
+		if err := l2.Follow(send); err != nil {
+			klog.FromContext(ctx).V(2).Info("Cannot join solicited-node groups", "err", err)
+		}
+		l2.Probe(ctx, send)
+	}
+	logger := klog.FromContext(ctx)
+	for _, u := range changes {
+		switch {
+		case u.Ended:
+			logger.Info("Address no longer in use by another station", "address", u.VIP, "otherMAC", u.MAC)
+		case u.Announced:
+			logger.Info("Address conflict: a station that is no load-balancer host claims an address this host holds; defending it", "address", u.VIP, "otherMAC", u.MAC)
+		default:
+			logger.Info("Address conflict: a station that is no load-balancer host answers for a new address; not announcing it", "address", u.VIP, "otherMAC", u.MAC)
+		}
+		if hooks.InUse != nil {
+			hooks.InUse(u)
+		}
+	}
+	setInUse(len(inUse))
+	if cleared {
+		hooks.Sync(false)
 	}
 }
 
@@ -60,6 +143,9 @@ func (g *Gossip) claimed(cl layer2.Claim) {
 	}
 	s := sighting{VIP: cl.Addr, MAC: cl.MAC, Active: cl.Active, At: time.Now()}
 	g.conflicts.observe(s)
+	if s.MAC != "" && s.MAC != g.mac && hostsByMAC(g.macs, g.apiMACs)[s.MAC] == "" && g.probes.enabled() {
+		g.probes.seen(s.VIP, s.MAC, s.At) // a station that is no load-balancer host
+	}
 	if s.Active && s.MAC != "" {
 		g.heard[s.MAC] = s.At // its agent serves (see presence.go)
 	}

@@ -29,6 +29,13 @@ var (
 		Help:           "Virtual IPs this host owns that another host answers for now.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	addressesInUse = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "groundcloud",
+		Subsystem:      "membership",
+		Name:           "addresses_in_use",
+		Help:           "Virtual IPs this host owns that a station which is no load-balancer host claims on the link: not announced when the claim came before this host first held them, defended when after.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	gossipErrorCount = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "groundcloud",
 		Subsystem:      "membership",
@@ -42,7 +49,7 @@ var (
 // RegisterMetrics registers this package's metrics, once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(members, splitBrains, conflictsNow, gossipErrorCount)
+		legacyregistry.MustRegister(members, splitBrains, conflictsNow, addressesInUse, gossipErrorCount)
 		// Every series from 0, so that increase() in alerts sees the first.
 		for _, a := range []Action{ActionDefend, ActionYield} {
 			splitBrains.WithLabelValues(string(a))
@@ -62,6 +69,8 @@ func recordConflict(c Conflict) {
 func recordGossipError(kind string) { gossipErrorCount.WithLabelValues(kind).Inc() }
 
 func setConflicts(n int) { conflictsNow.Set(float64(n)) }
+
+func setInUse(n int) { addressesInUse.Set(float64(n)) }
 
 func (g *Gossip) recordMetrics() {
 	g.mu.Lock()

@@ -43,6 +43,11 @@ type Options struct {
 	// for IPv4, a DAD Neighbor Solicitation for IPv6) to detect another host
 	// answering for it.
 	ConflictProbeInterval time.Duration
+	// AddressProbes is how many probes a new address gets before this host
+	// first holds it (0: none; see probe.go), AddressProbeSpacing the time
+	// between them and after the last.
+	AddressProbes       int
+	AddressProbeSpacing time.Duration
 }
 
 // NewOptions returns the defaults: a dead host is detected in about a
@@ -55,6 +60,8 @@ func NewOptions() Options {
 		SuspicionMult:         2,
 		HoldDown:              10 * time.Second,
 		ConflictProbeInterval: time.Second,
+		AddressProbes:         3,
+		AddressProbeSpacing:   200 * time.Millisecond,
 	}
 }
 
@@ -68,6 +75,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SuspicionMult, "gossip-suspicion-multiplier", o.SuspicionMult, "probe intervals a suspected agent has to refute before it is declared dead")
 	fs.DurationVar(&o.HoldDown, "ownership-hold-down", o.HoldDown, "how long an agent that was unhealthy or restarted stays healthy before it takes its share of addresses back")
 	fs.DurationVar(&o.ConflictProbeInterval, "conflict-probe-interval", o.ConflictProbeInterval, "how often held addresses are probed (ARP for IPv4, Neighbor Discovery for IPv6) to detect another host answering for them")
+	fs.IntVar(&o.AddressProbes, "address-probes", o.AddressProbes, "probes (ARP for IPv4, DAD Neighbor Solicitations for IPv6) a new address gets before it is first announced: a station that answers and is no load-balancer host means the address is in use, and it is not announced (0: no probes)")
+	fs.DurationVar(&o.AddressProbeSpacing, "address-probe-spacing", o.AddressProbeSpacing, "time between the probes of a new address, and after the last before it is announced")
 }
 
 // Validate reports every problem with the values at once; it reads no file.
@@ -96,6 +105,12 @@ func (o Options) Validate() error {
 	if o.ConflictProbeInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--conflict-probe-interval %s must be at least 100ms", o.ConflictProbeInterval))
 	}
+	if o.AddressProbes < 0 || o.AddressProbes > 10 {
+		errs = append(errs, fmt.Errorf("--address-probes %d must be 0 to 10", o.AddressProbes))
+	}
+	if o.AddressProbes > 0 && (o.AddressProbeSpacing < 10*time.Millisecond || o.AddressProbeSpacing > 2*time.Second) {
+		errs = append(errs, fmt.Errorf("--address-probe-spacing %s must be 10ms to 2s", o.AddressProbeSpacing))
+	}
 	return errors.Join(errs...)
 }
 
@@ -114,6 +129,7 @@ func (o Options) Config(name, iface string) (Config, error) {
 		Name: name, Interface: iface, BindHost: host, BindPort: port, Key: key,
 		ProbeInterval: o.ProbeInterval, ProbeTimeout: o.ProbeTimeout, SuspicionMult: o.SuspicionMult,
 		HoldDown: o.HoldDown, ConflictProbeInterval: o.ConflictProbeInterval,
+		AddressProbes: o.AddressProbes, AddressProbeSpacing: o.AddressProbeSpacing,
 	}
 	for _, s := range o.Seeds {
 		h, p, _ := splitAddress(s, port)

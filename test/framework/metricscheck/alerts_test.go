@@ -89,6 +89,16 @@ var faults = []fault{
 		fire:  []string{"GroundcloudAddressHeldByNoHost"},
 	},
 	{
+		// A new address the printer answers for is held by no host.
+		name:  "address in use",
+		kinds: []string{"l2", "mixed"},
+		edits: []edit{
+			{lb2, "groundcloud_membership_addresses_in_use 0", "groundcloud_membership_addresses_in_use 1"},
+			{lb2, "groundcloud_agent_virtual_ips_held 1", "groundcloud_agent_virtual_ips_held 0"},
+		},
+		fire: []string{"GroundcloudAddressInUse", "GroundcloudAddressHeldByNoHost"},
+	},
+	{
 		name:  "split brain",
 		kinds: clusterKinds,
 		edits: []edit{

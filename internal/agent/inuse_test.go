@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/membership"
+)
+
+// TestStatusOfAnAddressInUse: the owner of an address a foreign station
+// answers for writes Ready false and its AddressConflict (status.hosts)
+// true, naming the MAC; once the claim stops and it holds the address,
+// AddressConflict false; a host that sees no conflict does not write
+// Ready true over another's false.
+func TestStatusOfAnAddressInUse(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1000, 0))
+	vip := netip.MustParseAddr("192.0.2.200")
+	lb := newLB("web")
+	inUse := &membership.Status{State: membership.StateReady, Address: "192.0.2.1:7947",
+		InUse: []membership.InUse{{VIP: vip, MAC: "02:00:00:00:00:99", Since: time.Unix(900, 0)}}}
+	r := hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: inUse, ReportsReady: true}
+	st, changed := desiredStatus(lb, r, now)
+	ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	conflict := meta.FindStatusCondition(st.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict)
+	if !changed || ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ReasonAddressConflict || ready.Message != msgAddressConflict ||
+		conflict == nil || conflict.Status != metav1.ConditionTrue || conflict.Reason != ReasonInUse ||
+		!strings.Contains(conflict.Message, "192.0.2.200 is in use by MAC 02:00:00:00:00:99") || !strings.Contains(conflict.Message, "not announced") {
+		t.Fatalf("status = %+v", st.Conditions)
+	}
+	lb.Status = st
+
+	// Another host, which holds nothing of it and sees no conflict, leaves
+	// both conditions alone while the address is held by no host.
+	calm := &membership.Status{State: membership.StateReady, Address: "192.0.2.2:7947"}
+	other, _ := desiredStatus(lb, hostReport{Host: "lb-2", Programmed: true, Message: "ok", Member: calm, ReportsReady: true}, now)
+	if len(other.Conditions) != 0 {
+		t.Errorf("lb-2 writes %+v over lb-1's conflict", other.Conditions)
+	}
+
+	// The station goes away: lb-1 holds the address and clears it.
+	clear := &membership.Status{State: membership.StateReady, Address: "192.0.2.1:7947"}
+	st, changed = desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: clear, Held: []netip.Addr{vip}}, now)
+	ready = meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	conflict = meta.FindStatusCondition(st.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict)
+	if !changed || ready == nil || ready.Status != metav1.ConditionTrue || conflict == nil || conflict.Status != metav1.ConditionFalse || conflict.Reason != ReasonNoConflict {
+		t.Fatalf("after the claim: %+v", st.Conditions)
+	}
+	lb.Status = st
+	st, _ = desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: clear, Held: []netip.Addr{vip}}, now)
+	if c := meta.FindStatusCondition(st.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("a false AddressConflict is dropped instead of kept false: %+v", st.Conditions)
+	}
+
+	// A LoadBalancer that never had a conflict gets no such condition.
+	fresh, _ := desiredStatus(newLB("api"), hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: clear, Held: []netip.Addr{vip}}, now)
+	if c := meta.FindStatusCondition(fresh.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict); c != nil {
+		t.Errorf("condition written without a conflict: %+v", c)
+	}
+
+	// Defended: held before the claim; Ready stays true.
+	defended := &membership.Status{State: membership.StateReady, InUse: []membership.InUse{{VIP: vip, MAC: "02:00:00:00:00:99", Since: time.Unix(900, 0), Announced: true}}}
+	st, _ = desiredStatus(newLB("db"), hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: defended, Held: []netip.Addr{vip}}, now)
+	ready = meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	conflict = meta.FindStatusCondition(st.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict)
+	if ready == nil || ready.Status != metav1.ConditionTrue || conflict == nil || conflict.Reason != ReasonDefended || !strings.Contains(conflict.Message, "holds and defends it") {
+		t.Errorf("defended: %+v", st.Conditions)
+	}
+}
+
+// TestFreshAddresses: only addresses no status names a holder of are
+// probed.
+func TestFreshAddresses(t *testing.T) {
+	held, fresh := netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("192.0.2.201")
+	lb := newLB("web", func(lb *v1alpha1.LoadBalancer) {
+		lb.Spec.Addresses = []string{held.String(), fresh.String()}
+		lb.Status.Addresses = []v1alpha1.AddressStatus{{Address: held.String(), Host: "lb-2"}, {Address: fresh.String()}}
+	})
+	got := freshOf([]netip.Addr{held, fresh}, []*v1alpha1.LoadBalancer{lb})
+	if len(got) != 1 || !got[fresh] {
+		t.Errorf("fresh = %v, want only %s", got, fresh)
+	}
+}

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/annotation"
+	"github.com/groundcloud/groundcloud/internal/lbapi"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+)
+
+// TestAddressInUse: a station on the link that is no load-balancer host
+// (lab host "printer", whose kernel holds two pool addresses as static
+// ones) answers for the addresses a new dual-stack Service asks for. The
+// agents, sharing addresses over memberlist, probe before they first
+// announce (ARP for IPv4, DAD for IPv6): neither address is held, the
+// LoadBalancer's AddressConflict condition and Warning Events name the
+// printer's MAC, Ready is false, the agents' metric counts both. The
+// printer lets the addresses go: they are held and announced, the
+// condition turns false. The printer takes the IPv4 one again: its holder
+// keeps it and defends it (Defended), nothing moves.
+func TestAddressInUse(t *testing.T) {
+	env := startHAEnvKeys(t, 2, true, false)
+	ctx := t.Context()
+	printer, err := env.Lab.AddHost(ctx, "printer", netlab.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hostMAC(t, printer)
+	v4, v6 := netip.MustParseAddr("192.0.2.215"), netip.MustParseAddr("2001:db8:0:1::d7")
+	ipAddr := func(op string, a netip.Addr) {
+		t.Helper()
+		args := []string{"addr", op, netip.PrefixFrom(a, a.BitLen()).String(), "dev", printer.Iface}
+		if a.Is6() && op == "add" {
+			args = append(args, "nodad")
+		}
+		if out, err := printer.Command(ctx, "ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v in printer: %v\n%s", args, err, out)
+		}
+	}
+	ipAddr("add", v4)
+	ipAddr("add", v6)
+
+	env.create(t, newService("taken", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), dualStack,
+		withAnnotation(annotation.LoadBalancerIPs, v4.String()+","+v6.String())))
+	addrs := env.addresses(t, "taken", 2)
+	t.Logf("addresses %v; printer's MAC %s", addrs, mac)
+
+	cond := func(want metav1.ConditionStatus, reason string) *metav1.Condition {
+		var c *metav1.Condition
+		eventually(t, "AddressConflict "+string(want)+" "+reason, func() bool {
+			c = env.lbCondition(t, "taken", v1alpha1.ConditionAddressConflict)
+			return c != nil && c.Status == want && c.Reason == reason
+		})
+		return c
+	}
+	c := cond(metav1.ConditionTrue, "InUse")
+	if !strings.Contains(c.Message, mac) || !strings.Contains(c.Message, "not announced") {
+		t.Errorf("AddressConflict message %q does not name MAC %s", c.Message, mac)
+	}
+	if r := env.lbCondition(t, "taken", v1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse || r.Reason != "AddressConflict" {
+		t.Errorf("Ready = %+v, want false for AddressConflict", r)
+	}
+	for _, a := range []netip.Addr{v4, v6} {
+		eventually(t, "a Warning Event naming "+a.String(), func() bool {
+			return env.eventWith(t, "AddressConflict", a.String()+" is in use by MAC "+mac)
+		})
+	}
+	eventually(t, "both addresses counted in use", func() bool {
+		return env.metric(t, 0, "groundcloud_membership_addresses_in_use")+env.metric(t, 1, "groundcloud_membership_addresses_in_use") == 2
+	})
+	// Several probe rounds later, still neither is held by a load-balancer host.
+	time.Sleep(3 * time.Second)
+	for _, a := range []netip.Addr{v4, v6} {
+		if h := env.holders.Now(a); len(h) > 0 {
+			t.Errorf("%s held by %v while the printer answers for it", a, h)
+		}
+	}
+
+	// The printer lets the addresses go.
+	ipAddr("del", v4)
+	ipAddr("del", v6)
+	for _, a := range []netip.Addr{v4, v6} {
+		if h, err := env.holders.WaitHeld(ctx, a, time.Minute); err != nil {
+			t.Fatalf("%s not held after the printer let it go: %v", a, err)
+		} else {
+			t.Logf("%s held by %s", a, h)
+		}
+	}
+	cond(metav1.ConditionFalse, "NoConflict")
+	eventually(t, "Ready true", func() bool {
+		r := env.lbCondition(t, "taken", v1alpha1.ConditionReady)
+		return r != nil && r.Status == metav1.ConditionTrue
+	})
+	eventually(t, "an AddressConflictResolved Event", func() bool { return env.countEvents(t, "AddressConflictResolved") >= 2 })
+
+	// The printer takes the IPv4 address again: the holder defends it.
+	holder := env.holders.Now(v4)
+	ipAddr("add", v4)
+	c = cond(metav1.ConditionTrue, "Defended")
+	if !strings.Contains(c.Message, mac) || !strings.Contains(c.Message, "defends") {
+		t.Errorf("AddressConflict message %q", c.Message)
+	}
+	if h := env.holders.Now(v4); len(h) != 1 || h[0] != holder[0] {
+		t.Errorf("%s held by %v after the printer claimed it, want still %v", v4, h, holder)
+	}
+	ipAddr("del", v4)
+	cond(metav1.ConditionFalse, "NoConflict")
+}
+
+func dualStack(s *v1.Service) {
+	p := v1.IPFamilyPolicyRequireDualStack
+	s.Spec.IPFamilyPolicy = &p
+	s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+}
+
+// lbCondition returns a condition of LoadBalancer name (nil: none).
+func (env *lbEnv) lbCondition(t *testing.T, name, typ string) *metav1.Condition {
+	t.Helper()
+	u, err := env.dyn.Resource(lbapi.Resource).Namespace("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	lb, err := lbapi.Type.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(lb.Status.Conditions, typ)
+}
+
+// eventWith reports whether an Event in namespace default has reason and
+// a message containing text.
+func (env *lbEnv) eventWith(t *testing.T, reason, text string) bool {
+	t.Helper()
+	evs, err := env.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if strings.Contains(e.Message, text) {
+			return true
+		}
+	}
+	return false
+}
+
+func hostMAC(t *testing.T, h *netlab.Host) string {
+	t.Helper()
+	var mac string
+	if err := h.Do(func() error {
+		ifi, err := net.InterfaceByName(h.Iface)
+		if err == nil {
+			mac = ifi.HardwareAddr.String()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
