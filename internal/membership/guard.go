@@ -96,7 +96,7 @@ func (g *Gossip) probeRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) 
 	// Foreign stations claiming addresses this host holds: the split-brain
 	// guard defends those (conflict.go); they are in use all the same.
 	for _, cf := range g.conflicts.actions {
-		if cf.Host == "" && cf.MAC != "" && cf.Action == ActionDefend {
+		if cf.Host == "" && cf.MAC != "" && cf.Action == ActionDefend && !g.probes.blocked(cf.VIP) {
 			since := now
 			if e := g.conflicts.seen[sightingKey{cf.VIP, cf.MAC}]; e != nil {
 				since = e.first
@@ -108,9 +108,6 @@ func (g *Gossip) probeRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) 
 	g.mu.Unlock()
 
 	if len(send) > 0 {
-		if err := l2.Follow(send); err != nil {
-			klog.FromContext(ctx).V(2).Info("Cannot join solicited-node groups", "err", err)
-		}
 		l2.Probe(ctx, send)
 	}
 	logger := klog.FromContext(ctx)
@@ -155,11 +152,15 @@ func (g *Gossip) claimed(cl layer2.Claim) {
 func (g *Gossip) guardRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) {
 	logger := klog.FromContext(ctx)
 	g.mu.Lock()
-	var wanted, held []netip.Addr
+	var wanted, held, follow []netip.Addr
 	for _, v := range g.obs.VIPs {
 		v = v.Unmap()
 		if (v.Is6() && !l2.WatchesIPv6()) || g.owner(v) != g.cfg.Name {
 			continue
+		}
+		follow = append(follow, v)
+		if g.probes.blocked(v) {
+			continue // not held yet: its probes are probeRound's
 		}
 		wanted = append(wanted, v)
 		if !g.suppressed[v] {
@@ -182,8 +183,8 @@ func (g *Gossip) guardRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) 
 	g.suppressed = suppressed
 	g.mu.Unlock()
 
-	// Hear the probes for the addresses this host yields, too.
-	if err := l2.Follow(wanted); err != nil {
+	// Hear the probes for the addresses this host yields or probes, too.
+	if err := l2.Follow(follow); err != nil {
 		logger.V(2).Info("Cannot join solicited-node groups", "err", err)
 	}
 	l2.Probe(ctx, held)

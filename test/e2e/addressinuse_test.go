@@ -13,7 +13,6 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/annotation"
-	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 )
 
@@ -54,13 +53,21 @@ func TestAddressInUse(t *testing.T) {
 	addrs := env.addresses(t, "taken", 2)
 	t.Logf("addresses %v; printer's MAC %s", addrs, mac)
 
-	cond := func(want metav1.ConditionStatus, reason string) *metav1.Condition {
-		var c *metav1.Condition
+	// cond waits until a host's AddressConflict condition has status want
+	// and reason (every host's that has one, for False) and returns it.
+	cond := func(want metav1.ConditionStatus, reason string) metav1.Condition {
+		var got metav1.Condition
 		eventually(t, "AddressConflict "+string(want)+" "+reason, func() bool {
-			c = env.lbCondition(t, "taken", v1alpha1.ConditionAddressConflict)
-			return c != nil && c.Status == want && c.Reason == reason
+			conds := env.hostConditions(t, "taken", v1alpha1.ConditionAddressConflict)
+			n := 0
+			for _, c := range conds {
+				if c.Status == want && c.Reason == reason {
+					got, n = c, n+1
+				}
+			}
+			return n > 0 && (want == metav1.ConditionTrue || n == len(conds))
 		})
-		return c
+		return got
 	}
 	c := cond(metav1.ConditionTrue, "InUse")
 	if !strings.Contains(c.Message, mac) || !strings.Contains(c.Message, "not announced") {
@@ -125,15 +132,21 @@ func dualStack(s *v1.Service) {
 // lbCondition returns a condition of LoadBalancer name (nil: none).
 func (env *lbEnv) lbCondition(t *testing.T, name, typ string) *metav1.Condition {
 	t.Helper()
-	u, err := env.dyn.Resource(lbapi.Resource).Namespace("default").Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		return nil
+	return meta.FindStatusCondition(env.loadBalancer(t, name).Status.Conditions, typ)
+}
+
+// hostConditions returns the conditions of type typ in the status.hosts
+// of LoadBalancer name.
+func (env *lbEnv) hostConditions(t *testing.T, name, typ string) []metav1.Condition {
+	t.Helper()
+	lb := env.loadBalancer(t, name)
+	var out []metav1.Condition
+	for _, h := range lb.Status.Hosts {
+		if c := meta.FindStatusCondition(h.Conditions, typ); c != nil {
+			out = append(out, *c)
+		}
 	}
-	lb, err := lbapi.Type.FromUnstructured(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return meta.FindStatusCondition(lb.Status.Conditions, typ)
+	return out
 }
 
 // eventWith reports whether an Event in namespace default has reason and
