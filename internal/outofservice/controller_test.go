@@ -15,6 +15,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/internal/bmc"
 	"github.com/groundcloud/groundcloud/internal/config"
+	"github.com/groundcloud/groundcloud/internal/inventory"
 )
 
 type statuses map[string]bmc.Status
@@ -99,4 +100,41 @@ func waitCache(t *testing.T, c *Controller, name string, ok func(*corev1.Node) b
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the cache never showed the change of %s", name)
+}
+
+// TestControllerFindsMachinesByProviderID: a Node named otherwise than its
+// machine is found as the provider finds it, by its provider ID, and its
+// machine's BMC decides.
+func TestControllerFindsMachinesByProviderID(t *testing.T) {
+	RegisterMetrics()
+	b := config.BMC{URL: "https://bmc-7", InsecureSkipVerify: true, Timeout: time.Second, PollInterval: 10 * time.Second}
+	cfg := &config.Config{Global: config.Global{BMCOutOfService: config.OutOfServiceTaint, BMCOutOfServiceGrace: 30 * time.Second},
+		Machines: map[string]*config.Machine{"m7": {Name: "m7", Region: "lab", BMC: &b}}}
+	n := node("worker-7", corev1.ConditionUnknown)
+	n.Spec.ProviderID = inventory.ProviderID("lab", "m7")
+	client := fake.NewClientset(n)
+	f := informers.NewSharedInformerFactory(client, 0)
+	nodes := f.Core().V1().Nodes()
+	nodes.Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	off := bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOff}, AnsweredAt: now, OffSince: now.Add(-time.Minute), MaxAge: 30 * time.Second}
+	events := record.NewFakeRecorder(10)
+	c := New(client, nodes.Lister(), nodes.Informer().HasSynced, func() *config.Config { return cfg }, statuses{"m7": off})
+	c.events, c.now = events, func() time.Time { return now }
+
+	c.SyncAll(ctx)
+	if w := get(t, client, "worker-7"); !slices.ContainsFunc(w.Spec.Taints, func(t corev1.Taint) bool { return t == Taint }) {
+		t.Fatalf("worker-7 (machine m7 by provider ID, BMC Off) not tainted: %v", w.Spec.Taints)
+	}
+	select {
+	case e := <-events.Events:
+		if !strings.Contains(e, "OutOfServiceTaintApplied") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no Event for the taint")
+	}
 }
