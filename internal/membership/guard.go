@@ -46,11 +46,13 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	wg.Go(func() { l2.Listen(ctx, g.claimed) })
 	tick := time.NewTicker(g.cfg.ConflictProbeInterval)
 	defer tick.Stop()
+	// Probe rounds four times per spacing: a probe is late by a quarter
+	// of it at most (probes.due allows for the tick's jitter).
 	spacing := g.cfg.AddressProbeSpacing
 	if spacing <= 0 {
 		spacing = g.cfg.ConflictProbeInterval
 	}
-	probeTick := time.NewTicker(spacing)
+	probeTick := time.NewTicker(spacing / 4)
 	defer probeTick.Stop()
 	for {
 		select {

@@ -61,7 +61,7 @@ func NewOptions() Options {
 		HoldDown:              10 * time.Second,
 		ConflictProbeInterval: time.Second,
 		AddressProbes:         3,
-		AddressProbeSpacing:   200 * time.Millisecond,
+		AddressProbeSpacing:   100 * time.Millisecond,
 	}
 }
 

@@ -121,7 +121,8 @@ func (p *probes) due(now time.Time) (send []netip.Addr, cleared bool) {
 		if inUse {
 			gap = p.recheck
 		}
-		if !s.lastSent.IsZero() && now.Sub(s.lastSent) < gap {
+		// A tick early by up to a tenth of the gap counts as on time.
+		if !s.lastSent.IsZero() && now.Sub(s.lastSent) < gap-gap/10 {
 			continue
 		}
 		if !inUse && s.sent >= p.count {
