@@ -99,6 +99,7 @@ func (c *Controller) SyncAll(ctx context.Context) {
 }
 
 func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Node) {
+	c.reportBMC(ctx, cfg, n)
 	o := c.observe(cfg, n)
 	c.applied[n.Name] = o.Tainted && o.Marked
 	d := Decide(o)

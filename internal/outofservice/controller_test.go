@@ -2,6 +2,7 @@ package outofservice
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -136,5 +137,69 @@ func TestControllerFindsMachinesByProviderID(t *testing.T) {
 		}
 	default:
 		t.Error("no Event for the taint")
+	}
+}
+
+// TestBMCCondition: a Node whose machine's BMC refuses the credentials
+// gets BMCReachable False (Unauthorized) and a Warning Event, and nothing
+// else (no taint: out-of-service is off); answering again, True and a
+// Normal Event; an unchanged answer writes nothing.
+func TestBMCCondition(t *testing.T) {
+	RegisterMetrics()
+	b := config.BMC{URL: "https://bmc-b", InsecureSkipVerify: true, Timeout: time.Second, PollInterval: 10 * time.Second}
+	cfg := &config.Config{Machines: map[string]*config.Machine{"b": {Name: "b", BMC: &b}}}
+	client := fake.NewClientset(node("b", corev1.ConditionUnknown))
+	f := informers.NewSharedInformerFactory(client, 0)
+	nodes := f.Core().V1().Nodes()
+	nodes.Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	refused := bmc.Status{BMC: b, Err: errors.New("401 Unauthorized"), Reason: bmc.ReasonUnauthorized, PolledAt: now, MaxAge: 30 * time.Second}
+	power := statuses{"b": refused}
+	events := record.NewFakeRecorder(10)
+	c := New(client, nodes.Lister(), nodes.Informer().HasSynced, func() *config.Config { return cfg }, power)
+	c.events, c.now = events, func() time.Time { return now }
+	condOf := func() *corev1.NodeCondition {
+		for _, cd := range get(t, client, "b").Status.Conditions {
+			if cd.Type == ConditionBMC {
+				return &cd
+			}
+		}
+		return nil
+	}
+	nextEvent := func() string {
+		select {
+		case e := <-events.Events:
+			return e
+		default:
+			return ""
+		}
+	}
+
+	c.SyncAll(ctx)
+	if cd := condOf(); cd == nil || cd.Status != corev1.ConditionFalse || cd.Reason != "Unauthorized" || !strings.Contains(cd.Message, "401 Unauthorized") {
+		t.Fatalf("condition %+v", cd)
+	}
+	if e := nextEvent(); !strings.HasPrefix(e, "Warning BMCUnreachable") {
+		t.Errorf("event %q", e)
+	}
+	if n := get(t, client, "b"); len(n.Spec.Taints) != 0 || len(n.Status.Conditions) != 2 {
+		t.Errorf("taints %v, conditions %v: want none, Ready and BMCReachable", n.Spec.Taints, n.Status.Conditions)
+	}
+	waitCache(t, c, "b", func(n *corev1.Node) bool { return len(n.Status.Conditions) == 2 })
+	c.SyncAll(ctx)
+	if e := nextEvent(); e != "" {
+		t.Errorf("the same failure again raised %q", e)
+	}
+
+	power["b"] = bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOn}, AnsweredAt: now, PolledAt: now, MaxAge: 30 * time.Second}
+	c.SyncAll(ctx)
+	if cd := condOf(); cd == nil || cd.Status != corev1.ConditionTrue || cd.Reason != ReasonAnswered || !strings.Contains(cd.Message, "PowerState On") {
+		t.Fatalf("condition after the answer %+v", cd)
+	}
+	if e := nextEvent(); !strings.HasPrefix(e, "Normal BMCReachable") {
+		t.Errorf("event %q", e)
 	}
 }

@@ -3,6 +3,8 @@
 // has said PowerState Off, in every answer, for a grace period while the
 // Node is NotReady; and removes that taint once the BMC says On and the
 // Node is Ready. Only machines with bmc-out-of-service = taint are served.
+// For every Node whose machine has a BMC it also writes the Node condition
+// ConditionBMC (condition.go): whether the BMC answers, and why not.
 //
 // plan.go decides from what is observed and does no I/O; controller.go reads
 // the Node cache and the BMC poller's cache and writes the Nodes. It never
