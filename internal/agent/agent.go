@@ -156,6 +156,7 @@ type Agent struct {
 	served         map[string]bool              // LoadBalancers that have had a healthy backend; used by sync only
 	neverWarned    map[string]bool              // LoadBalancers warned about as NoHealthyBackend; used by sync only
 	offLink        map[string]string            // off-link backends warned about, by LoadBalancer; used by sync only
+	bgpOnLink      map[string]string            // BGP proxy addresses on the link warned about, by LoadBalancer; used by sync only
 	groupsLeftOut  int                          // host groups beyond membership.MaxGroups warned about; used by sync only
 	metrics        syncMetrics                  // used by sync only
 	// translations keeps what each LoadBalancer object translates to;
@@ -406,7 +407,59 @@ func (a *Agent) sync(ctx context.Context) error {
 	a.reports.put(statusReport{lbs: lbs, owned: owned, announced: announced, err: errors.Join(syncErr, addrErr), problems: plan.Problems})
 	a.warnOwnNodeOnly(lbs, plan.Problems)
 	a.warnOffLink(lbs, plan.Problems)
+	a.warnBGPOnLink(ctx, lbs, plan.State.Links)
 	return errors.Join(syncErr, addrErr)
+}
+
+// bgpProxy reports whether lb's addresses are advertised over BGP and
+// forwarded by proxy.
+func bgpProxy(lb *v1alpha1.LoadBalancer) bool {
+	an := lb.Spec.Announce
+	return an != nil && an.Mode == v1alpha1.AnnounceBGP && lb.Spec.Forwarding == v1alpha1.ForwardingProxy
+}
+
+// warnBGPOnLink logs and records a Warning Event when the addresses of a
+// LoadBalancer advertised over BGP with proxy forwarding that lie in a
+// subnet of this host's interface change to a non-empty list. Proxy
+// forwarding SNATs each flow to its address, so the nodes' replies go to
+// the address: a node on the address's own subnet looks for it with ARP
+// or NDP, which no host answers for a BGP address, and the replies are
+// lost (docs/bgp.md: nodes must route the pool's addresses to the
+// router).
+func (a *Agent) warnBGPOnLink(ctx context.Context, lbs []*v1alpha1.LoadBalancer, links []netip.Prefix) {
+	now := map[string]string{}
+	for _, lb := range lbs {
+		if !bgpProxy(lb) {
+			continue
+		}
+		var on []string
+		for _, v := range usableAddrs(lb) {
+			for _, p := range links {
+				if p.Contains(v) {
+					on = append(on, v.String()+" (in "+p.String()+")")
+					break
+				}
+			}
+		}
+		if len(on) == 0 {
+			continue
+		}
+		name := lb.Namespace + "/" + lb.Name
+		list := strings.Join(on, ", ")
+		now[name] = list
+		if a.bgpOnLink[name] == list {
+			continue
+		}
+		msg := fmt.Sprintf("Address %s of this BGP LoadBalancer with proxy forwarding lies in a subnet of load-balancer host %s's interface %s: "+
+			"nodes on that link look for it with ARP or NDP, which no host answers for an address advertised over BGP, so the replies of its flows are lost. "+
+			"Give the pool addresses outside the nodes' subnets (the nodes route them to the router), or use passthrough forwarding (annotation %s: passthrough).",
+			list, a.cfg.Host, a.cfg.Interface, annotation.Forwarding)
+		klog.FromContext(ctx).Error(nil, "A BGP address with proxy forwarding lies in the interface's subnet; its flows' replies will be lost", "loadBalancer", klog.KObj(lb), "addresses", list)
+		if a.cfg.Events != nil {
+			a.cfg.Events.Eventf(eventTarget(lb), corev1.EventTypeWarning, ReasonBGPAddressOnLink, "%s", msg)
+		}
+	}
+	a.bgpOnLink = now
 }
 
 // warnOffLink records a Warning Event when the backends of a passthrough
@@ -453,14 +506,15 @@ func (a *Agent) warnOwnNodeOnly(lbs []*v1alpha1.LoadBalancer, problems map[strin
 
 // host is what Translate needs of this host, its links read now when
 // some LoadBalancer of lbs forwards in passthrough, the only forwarding
-// that checks them (reading them lists every address of the interface,
-// the virtual IPs among them). When they cannot be read the on-link check
+// that checks them, or is a BGP one with proxy forwarding (warnBGPOnLink)
+// (reading them lists every address of the interface, the virtual IPs
+// among them). When they cannot be read the on-link check
 // is skipped (logged): the last known good list would be no better than
 // the kernel's own neighbour errors.
 func (a *Agent) host(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Host {
 	h := Host{Node: a.cfg.Host, Interface: a.cfg.Interface}
 	passthrough := slices.ContainsFunc(lbs, func(lb *v1alpha1.LoadBalancer) bool {
-		return lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough
+		return lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough || bgpProxy(lb)
 	})
 	if a.cfg.Links != nil && passthrough {
 		links, err := a.cfg.Links()

@@ -87,3 +87,29 @@ func TestLinksReadOnlyForPassthrough(t *testing.T) {
 		t.Errorf("with a passthrough LoadBalancer: links read %d times (%v), want once", reads, h.Links)
 	}
 }
+
+// TestBGPAddressOnLinkIsReported: a BGP LoadBalancer with proxy forwarding
+// whose address lies in the interface's subnet gets one Warning Event (the
+// nodes' replies to the address would look for it with ARP); one whose
+// address is outside the subnet, or with passthrough forwarding, none.
+func TestBGPAddressOnLinkIsReported(t *testing.T) {
+	links := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	events := record.NewFakeRecorder(10)
+	a := testAgent(t, Config{DataPlane: dataplane.NewSyncer(knftables.NewFake(knftables.IPv4Family, dataplane.TableName), nil, nil, nil),
+		Events: events, Interface: "eth0", Links: func() ([]netip.Prefix, error) { return links, nil }},
+		newLB("on-link", withAddresses("192.0.2.210"), withAnnounce(v1alpha1.AnnounceBGP, ""), withForwarding(v1alpha1.ForwardingProxy)),
+		newLB("routed", withAddresses("198.51.100.10"), withAnnounce(v1alpha1.AnnounceBGP, ""), withForwarding(v1alpha1.ForwardingProxy)),
+		newLB("ecmp", withAddresses("192.0.2.211"), withAnnounce(v1alpha1.AnnounceBGP, ""), withForwarding(v1alpha1.ForwardingPassthrough)))
+	startInformer(t, a)
+	for range 2 { // the second sync records no second Event
+		if err := a.sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(events.Events); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+	if ev := <-events.Events; !strings.Contains(ev, "Warning BGPAddressOnLink") || !strings.Contains(ev, "192.0.2.210 (in 192.0.2.0/24)") {
+		t.Errorf("event %q", ev)
+	}
+}

@@ -30,6 +30,9 @@ const (
 	// ReasonNodeNotOnLink: a backend of a passthrough LoadBalancer is on
 	// no link this host shares, so it gets none of the flows.
 	ReasonNodeNotOnLink = "NodeNotOnLink"
+	// ReasonBGPAddressOnLink (an Event): an address advertised over BGP
+	// with proxy forwarding lies in a subnet of the host's interface.
+	ReasonBGPAddressOnLink = "BGPAddressOnLink"
 	// ReasonAddressConflict (Ready), ReasonInUse and ReasonDefended
 	// (AddressConflict): a station that is no load-balancer host claims an
 	// address; ReasonNoConflict: none does any more.

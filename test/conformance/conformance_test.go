@@ -27,6 +27,18 @@ var (
 	runnerNet6 = netip.MustParsePrefix("2001:db8:ffff::/64")
 )
 
+// A BGP lane's pool lies outside the nodes' subnets, as docs/bgp.md asks
+// ("Nodes must route the pool's addresses to the router"), and the nodes
+// route it through the router: in proxy forwarding the load-balancer host
+// SNATs a flow to its address, and a node on the address's own subnet
+// would look for it with ARP, which no host answers for a BGP address (the
+// first run of ipv4-bgp-proxy, with the pool in the nodes' /24, reached no
+// Service).
+var (
+	bgpPool4 = netip.MustParsePrefix("198.51.100.0/27")
+	bgpPool6 = netip.MustParsePrefix("2001:db8:100::/123")
+)
+
 // focus selects the LoadBalancer specs of both describes.
 const focus = `\[sig-network\] LoadBalancers`
 
@@ -86,6 +98,7 @@ func runLane(t *testing.T, lane Lane, skips []Skip) {
 	}
 	if lane.Announce == "bgp" {
 		opts.CloudConfigFor = func(c *realcluster.Cluster) string { return realcluster.BGPPeers(c.Clients["gw"]) }
+		opts.Topology.Pool4, opts.Topology.Pool6 = bgpPool4.String(), bgpPool6.String()
 	}
 	c := realcluster.StartT(t, opts)
 	ctx := t.Context()
@@ -96,6 +109,13 @@ func runLane(t *testing.T, lane Lane, skips []Skip) {
 		}
 	}
 	runner, kubeconfig := startRunner(t, c, gw)
+	if lane.Announce == "bgp" {
+		for _, n := range c.Nodes {
+			if err := realcluster.RouteThrough(ctx, n.Host, gw, bgpPool4, bgpPool6); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	img, err := realcluster.BuildAgnhost(ctx, tools, filepath.Join(c.Opts.Dir, "images"))
 	if err != nil {
 		t.Fatal(err)
