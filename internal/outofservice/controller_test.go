@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -37,20 +38,10 @@ func TestController(t *testing.T) {
 	cfg := &config.Config{Global: config.Global{BMCOutOfService: config.OutOfServiceTaint, BMCOutOfServiceGrace: 30 * time.Second},
 		Machines: map[string]*config.Machine{"a": {Name: "a", BMC: &b}, "h": {Name: "h", BMC: &b}}}
 	human := corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "by-hand", Effect: corev1.TaintEffectNoExecute}
-	client := fake.NewClientset(node("a", corev1.ConditionUnknown), node("h", corev1.ConditionTrue, human))
-	f := informers.NewSharedInformerFactory(client, 0)
-	nodes := f.Core().V1().Nodes()
-	nodes.Informer()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
 	off := bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOff}, AnsweredAt: now, OffSince: now.Add(-time.Minute), MaxAge: 30 * time.Second}
 	on := bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOn}, AnsweredAt: now, MaxAge: 30 * time.Second}
 	power := statuses{"a": off, "h": on}
-	events := record.NewFakeRecorder(10)
-	c := New(client, nodes.Lister(), nodes.Informer().HasSynced, func() *config.Config { return cfg }, power)
-	c.events, c.now = events, func() time.Time { return now }
+	c, client, events, ctx := newTestController(t, cfg, power, node("a", corev1.ConditionUnknown), node("h", corev1.ConditionTrue, human))
 
 	c.SyncAll(ctx)
 	a := get(t, client, "a")
@@ -113,18 +104,8 @@ func TestControllerFindsMachinesByProviderID(t *testing.T) {
 		Machines: map[string]*config.Machine{"m7": {Name: "m7", Region: "lab", BMC: &b}}}
 	n := node("worker-7", corev1.ConditionUnknown)
 	n.Spec.ProviderID = inventory.ProviderID("lab", "m7")
-	client := fake.NewClientset(n)
-	f := informers.NewSharedInformerFactory(client, 0)
-	nodes := f.Core().V1().Nodes()
-	nodes.Informer()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
 	off := bmc.Status{BMC: b, Answer: bmc.Answer{PowerState: bmc.PowerOff}, AnsweredAt: now, OffSince: now.Add(-time.Minute), MaxAge: 30 * time.Second}
-	events := record.NewFakeRecorder(10)
-	c := New(client, nodes.Lister(), nodes.Informer().HasSynced, func() *config.Config { return cfg }, statuses{"m7": off})
-	c.events, c.now = events, func() time.Time { return now }
+	c, client, events, ctx := newTestController(t, cfg, statuses{"m7": off}, n)
 
 	c.SyncAll(ctx)
 	if w := get(t, client, "worker-7"); !slices.ContainsFunc(w.Spec.Taints, func(t corev1.Taint) bool { return t == Taint }) {
@@ -148,19 +129,9 @@ func TestBMCCondition(t *testing.T) {
 	RegisterMetrics()
 	b := config.BMC{URL: "https://bmc-b", InsecureSkipVerify: true, Timeout: time.Second, PollInterval: 10 * time.Second}
 	cfg := &config.Config{Machines: map[string]*config.Machine{"b": {Name: "b", BMC: &b}}}
-	client := fake.NewClientset(node("b", corev1.ConditionUnknown))
-	f := informers.NewSharedInformerFactory(client, 0)
-	nodes := f.Core().V1().Nodes()
-	nodes.Informer()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
 	refused := bmc.Status{BMC: b, Err: errors.New("401 Unauthorized"), Reason: bmc.ReasonUnauthorized, PolledAt: now, MaxAge: 30 * time.Second}
 	power := statuses{"b": refused}
-	events := record.NewFakeRecorder(10)
-	c := New(client, nodes.Lister(), nodes.Informer().HasSynced, func() *config.Config { return cfg }, power)
-	c.events, c.now = events, func() time.Time { return now }
+	c, client, events, ctx := newTestController(t, cfg, power, node("b", corev1.ConditionUnknown))
 	condOf := func() *corev1.NodeCondition {
 		for _, cd := range get(t, client, "b").Status.Conditions {
 			if cd.Type == ConditionBMC {
@@ -202,4 +173,25 @@ func TestBMCCondition(t *testing.T) {
 	if e := nextEvent(); !strings.HasPrefix(e, "Normal BMCReachable") {
 		t.Errorf("event %q", e)
 	}
+}
+
+// newTestController returns a controller over a fake apiserver holding
+// nodes, its Node cache synced, recording Events in events, at time now.
+func newTestController(t *testing.T, cfg *config.Config, power PowerStatus, nodes ...*corev1.Node) (*Controller, *fake.Clientset, *record.FakeRecorder, context.Context) {
+	t.Helper()
+	objs := make([]runtime.Object, len(nodes))
+	for i, n := range nodes {
+		objs[i] = n
+	}
+	client := fake.NewClientset(objs...)
+	f := informers.NewSharedInformerFactory(client, 0)
+	informer := f.Core().V1().Nodes()
+	informer.Informer()
+	ctx := t.Context()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	events := record.NewFakeRecorder(10)
+	c := New(client, informer.Lister(), informer.Informer().HasSynced, func() *config.Config { return cfg }, power)
+	c.events, c.now = events, func() time.Time { return now }
+	return c, client, events, ctx
 }
