@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/groundcloud/groundcloud/internal/outofservice"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/redfish"
+)
+
+const (
+	bmcSystem1 = "0b1f5a2e-35c4-4d0e-8a59-0000000000a1"
+	bmcSystem2 = "0b1f5a2e-35c4-4d0e-8a59-0000000000a2"
+)
+
+// TestBMCs runs the controller manager against a real Redfish BMC
+// (sushy-tools' emulator, HTTPS with basic authentication, in a lab host;
+// the controller manager reaches it through a relay on loopback) for three
+// machines: node-1 with the right credentials (bmc-out-of-service =
+// taint), node-2 with a wrong password, node-3 verifying the BMC's
+// certificate, which names another address. node-1's Node says
+// BMCReachable True; node-2's and node-3's False (Unauthorized, TLS) with a
+// Warning Event each, and neither is tainted or deleted. node-1 powered
+// off through Redfish while its Node is NotReady: out-of-service taint;
+// powered on and Ready: the taint goes. The BMC stopped: node-1's
+// condition turns False (Unreachable), and nothing else changes.
+func TestBMCs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
+	}
+	if err := redfish.Available(); err != nil {
+		t.Fatal(err)
+	}
+	l := netlab.NewT(t, netlab.Options{})
+	bmcHost := l.AddHostT(t, "bmc", netlab.HostOptions{})
+	emu, err := redfish.Start(t.Context(), bmcHost, t.TempDir(), redfish.Options{
+		Systems:  []redfish.System{{ID: bmcSystem1, Name: "node-1", On: true}, {ID: bmcSystem2, Name: "node-2", On: true}},
+		Username: "admin", Password: "s3cret", TLS: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emu.Stop() })
+	url := "https://" + relayInto(t, bmcHost, emu.Addr())
+
+	dir := t.TempDir()
+	user, pass, wrong := filepath.Join(dir, "user"), filepath.Join(dir, "pass"), filepath.Join(dir, "wrong")
+	writeFile(t, user, "admin\n")
+	writeFile(t, pass, "s3cret\n")
+	writeFile(t, wrong, "guess\n")
+	machine := func(name, system, extra string) string {
+		return fmt.Sprintf("[Machine %q]\nzone = rack-1\nbmc-url = %s\nbmc-system = %s\nbmc-username-file = %s\nbmc-timeout = 1s\nbmc-poll-interval = 1s\n%s\n",
+			name, url, system, user, extra)
+	}
+	cfg := "[Global]\nregion = home\nbmc-out-of-service-grace = 2s\n\n" +
+		machine("node-1", bmcSystem1, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
+		machine("node-2", bmcSystem2, "bmc-password-file = "+wrong+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
+		// The certificate names the BMC host's address, not the relay's.
+		machine("node-3", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-ca-file = "+emu.CAFile+"\nbmc-out-of-service = taint")
+	cl := startCluster(t, cfg)
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		createKubeletNode(t, cl.client, n, v1.ConditionTrue)
+	}
+
+	bmcCond := func(name string, status v1.ConditionStatus, reason string) *v1.Node {
+		t.Helper()
+		return waitNode(t, cl.client, name, "BMCReachable "+string(status)+" "+reason, func(n *v1.Node) bool {
+			c := nodeCondition(n, outofservice.ConditionBMC)
+			return c != nil && c.Status == status && c.Reason == reason
+		})
+	}
+	if c := nodeCondition(bmcCond("node-1", v1.ConditionTrue, outofservice.ReasonAnswered), outofservice.ConditionBMC); !strings.Contains(c.Message, "PowerState On") {
+		t.Errorf("node-1's condition: %q", c.Message)
+	}
+	if c := nodeCondition(bmcCond("node-2", v1.ConditionFalse, "Unauthorized"), outofservice.ConditionBMC); !strings.Contains(c.Message, "does not answer") {
+		t.Errorf("node-2's condition: %q", c.Message)
+	}
+	bmcCond("node-3", v1.ConditionFalse, "TLS")
+	for _, n := range []string{"node-2", "node-3"} {
+		eventually(t, "a BMCUnreachable Event on "+n, func() bool { return nodeEvent(t, cl.client, n, "BMCUnreachable") })
+	}
+
+	// node-1 goes down: its kubelet stops reporting, its BMC says Off.
+	setReady(t, cl.client, "node-1", v1.ConditionUnknown)
+	if err := emu.Reset(t.Context(), bmcSystem1, "ForceOff"); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, cl.client, "node-1", "tainted out of service", func(n *v1.Node) bool { return hasTaint(n, v1.TaintNodeOutOfService) })
+	eventually(t, "an OutOfServiceTaintApplied Event", func() bool { return nodeEvent(t, cl.client, "node-1", "OutOfServiceTaintApplied") })
+
+	// Back: On, then Ready.
+	if err := emu.Reset(t.Context(), bmcSystem1, "On"); err != nil {
+		t.Fatal(err)
+	}
+	if err := emu.WaitPowerState(t.Context(), bmcSystem1, "On"); err != nil {
+		t.Fatal(err)
+	}
+	setReady(t, cl.client, "node-1", v1.ConditionTrue)
+	waitNode(t, cl.client, "node-1", "no longer tainted", func(n *v1.Node) bool { return !hasTaint(n, v1.TaintNodeOutOfService) })
+
+	// The BMC stops answering: a condition, nothing else.
+	if err := emu.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	bmcCond("node-1", v1.ConditionFalse, "Unreachable")
+	setReady(t, cl.client, "node-1", v1.ConditionUnknown)
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		node, err := cl.client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v (deleted?)", n, err)
+		}
+		if hasTaint(node, v1.TaintNodeOutOfService) {
+			t.Errorf("%s tainted out of service without a BMC's Off", n)
+		}
+	}
+}
+
+// relayInto listens on loopback and relays each connection to addr in h's
+// network namespace; it returns the address it listens on.
+func relayInto(t *testing.T, h *netlab.Host, addr netip.AddrPort) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := h.DialTCP(context.Background(), addr)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func nodeCondition(n *v1.Node, typ v1.NodeConditionType) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == typ {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// setReady sets the Node's Ready condition, leaving the others.
+func setReady(t *testing.T, c kubernetes.Interface, name string, ready v1.ConditionStatus) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cond := v1.NodeCondition{Type: v1.NodeReady, Status: ready, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}
+		if c := nodeCondition(n, v1.NodeReady); c != nil {
+			*c = cond
+		} else {
+			n.Status.Conditions = append(n.Status.Conditions, cond)
+		}
+		_, err = c.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeEvent reports whether an Event with reason is about Node name.
+func nodeEvent(t *testing.T, c kubernetes.Interface, name, reason string) bool {
+	t.Helper()
+	evs, err := c.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + reason + ",involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs.Items) > 0
+}
