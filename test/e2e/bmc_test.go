@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,7 +49,12 @@ func TestBMCs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = emu.Stop() })
-	url := "https://" + relayInto(t, bmcHost, emu.Addr())
+	relay, err := bmcHost.ForwardInto(t.Context(), emu.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = relay.Close() })
+	url := "https://" + relay.Addr()
 
 	dir := t.TempDir()
 	user, pass, wrong := filepath.Join(dir, "user"), filepath.Join(dir, "pass"), filepath.Join(dir, "wrong")
@@ -125,36 +126,6 @@ func TestBMCs(t *testing.T) {
 			t.Errorf("%s tainted out of service without a BMC's Off", n)
 		}
 	}
-}
-
-// relayInto listens on loopback and relays each connection to addr in h's
-// network namespace; it returns the address it listens on.
-func relayInto(t *testing.T, h *netlab.Host, addr netip.AddrPort) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := h.DialTCP(context.Background(), addr)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 func nodeCondition(n *v1.Node, typ v1.NodeConditionType) *v1.NodeCondition {

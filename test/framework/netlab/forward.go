@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
 
-// Forwarder accepts TCP connections inside a host and relays them to an
-// address the calling process reaches from the root namespace.
+// Forwarder relays TCP connections between a lab host and the root
+// namespace: accepted inside a host and dialled from the root namespace
+// (Forward), or accepted on the root namespace's loopback and dialled
+// inside a host (ForwardInto).
 type Forwarder struct {
 	ln      net.Listener
+	dial    func() (net.Conn, error)
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -34,14 +38,43 @@ func (h *Host) ForwardLoopback(ctx context.Context, addr string) (*Forwarder, er
 // apiserver on the root namespace's loopback, reached at an address of the
 // lab's choosing). Nothing in the root namespace changes.
 func (h *Host) Forward(ctx context.Context, listen, target string) (*Forwarder, error) {
-	f := &Forwarder{conns: map[net.Conn]struct{}{}}
+	f := &Forwarder{conns: map[net.Conn]struct{}{}, dial: func() (net.Conn, error) {
+		return net.DialTimeout("tcp", target, 5*time.Second)
+	}}
 	if err := h.Do(func() (err error) {
 		f.ln, err = net.Listen("tcp", listen)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("lab: forward %s in %s to %s: %w", listen, h.Name, target, err)
 	}
-	addr := target
+	f.serve(ctx)
+	return f, nil
+}
+
+// ForwardInto accepts TCP connections on a free port of the root
+// namespace's loopback (Addr) and relays them to target, dialled inside h:
+// a process of the test bed in the root namespace (a controller manager)
+// reaches a server of the lab (a BMC) that way. Nothing in the root
+// namespace changes but a socket listening on loopback.
+func (h *Host) ForwardInto(ctx context.Context, target netip.AddrPort) (*Forwarder, error) {
+	f := &Forwarder{conns: map[net.Conn]struct{}{}, dial: func() (net.Conn, error) {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return h.DialTCP(dctx, target)
+	}}
+	var err error
+	if f.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("lab: forward loopback to %s in %s: %w", target, h.Name, err)
+	}
+	f.serve(ctx)
+	return f, nil
+}
+
+// Addr is where the Forwarder accepts connections.
+func (f *Forwarder) Addr() string { return f.ln.Addr().String() }
+
+// serve accepts and relays until Close, or until ctx ends.
+func (f *Forwarder) serve(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
 	f.wg.Go(func() {
 		defer stop()
@@ -50,18 +83,17 @@ func (h *Host) Forward(ctx context.Context, listen, target string) (*Forwarder, 
 			if err != nil {
 				return
 			}
-			f.wg.Go(func() { f.relay(in, addr) })
+			f.wg.Go(func() { f.relay(in) })
 		}
 	})
-	return f, nil
 }
 
-func (f *Forwarder) relay(in net.Conn, addr string) {
+func (f *Forwarder) relay(in net.Conn) {
 	defer in.Close()
 	if f.isBlocked() {
 		return
 	}
-	out, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	out, err := f.dial()
 	if err != nil {
 		return
 	}

@@ -95,3 +95,48 @@ func exchange(h *Host, addr netip.AddrPort) (string, error) {
 	}
 	return bufio.NewReader(c).ReadString('\n')
 }
+
+// TestForwardInto: a server inside a host, not reachable from the root
+// namespace, answers through a Forwarder on the root namespace's loopback.
+func TestForwardInto(t *testing.T) {
+	l := NewT(t, Options{})
+	h := l.AddHostT(t, "inside", HostOptions{})
+	var ln net.Listener
+	if err := h.Do(func() (err error) {
+		ln, err = net.Listen("tcp", h.Addr4.String()+":8443")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				_, _ = c.Write([]byte("inside says " + line))
+			}()
+		}
+	}()
+	f, err := h.ForwardInto(t.Context(), netip.AddrPortFrom(h.Addr4, 8443))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := net.DialTimeout("tcp", f.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "inside says hi\n" {
+		t.Fatalf("through the forwarder: %q, %v", got, err)
+	}
+}
