@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -159,19 +158,7 @@ func exchange(conns []net.Conn, n int) error {
 // echoServers echo every TCP stream and UDP datagram on the ports of h.
 func echoServers(tb testing.TB, h *netlab.Host, tcpPort, udpPort int) {
 	tb.Helper()
-	var ln net.Listener
-	var pc net.PacketConn
-	if err := h.Do(func() error {
-		var err error
-		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", tcpPort)); err != nil {
-			return err
-		}
-		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort))
-		return err
-	}); err != nil {
-		tb.Fatalf("echo servers in %s: %v", h.Name, err)
-	}
-	tb.Cleanup(func() { ln.Close(); pc.Close() })
+	ln, pc := listenBoth(tb, h, tcpPort, udpPort)
 	go func() {
 		for {
 			c, err := ln.Accept()

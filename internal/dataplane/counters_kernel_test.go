@@ -205,19 +205,7 @@ func lbCounters(t *testing.T, lb *netlab.Host, s *Syncer, proto Protocol, vip ne
 // with "<node>".
 func countingServers(t *testing.T, h *netlab.Host, tcpPort, udpPort int) {
 	t.Helper()
-	var ln net.Listener
-	var pc net.PacketConn
-	if err := h.Do(func() error {
-		var err error
-		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", tcpPort)); err != nil {
-			return err
-		}
-		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort))
-		return err
-	}); err != nil {
-		t.Fatalf("servers in %s: %v", h.Name, err)
-	}
-	t.Cleanup(func() { ln.Close(); pc.Close() })
+	ln, pc := listenBoth(t, h, tcpPort, udpPort)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -362,4 +350,24 @@ func (w clientWatch) read(t *testing.T, key string) sent {
 		t.Fatalf("client counters: %v", err)
 	}
 	return out
+}
+
+// listenBoth listens on TCP port tcpPort and UDP port udpPort in h, until
+// the test ends.
+func listenBoth(tb testing.TB, h *netlab.Host, tcpPort, udpPort int) (net.Listener, net.PacketConn) {
+	tb.Helper()
+	var ln net.Listener
+	var pc net.PacketConn
+	if err := h.Do(func() error {
+		var err error
+		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", tcpPort)); err != nil {
+			return err
+		}
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort))
+		return err
+	}); err != nil {
+		tb.Fatalf("servers in %s: %v", h.Name, err)
+	}
+	tb.Cleanup(func() { ln.Close(); pc.Close() })
+	return ln, pc
 }

@@ -91,16 +91,9 @@ func (l *Lab) createBehind(h, gw *Host, net4, net6 netip.Prefix) error {
 		return fmt.Errorf("netlink in %s: %w", gw.Netns, err)
 	}
 	defer nl.Close()
-	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{Name: h.Iface, Namespace: netlink.NsFd(int(h.ns))},
-		PeerName:  h.Port,
-	}
-	if err := nl.LinkAdd(veth); err != nil {
-		return fmt.Errorf("add veth %s/%s: %w", h.Iface, h.Port, err)
-	}
-	port, err := nl.LinkByName(h.Port)
+	port, err := addVeth(nl, h)
 	if err != nil {
-		return fmt.Errorf("find %s: %w", h.Port, err)
+		return err
 	}
 	for _, p := range []netip.Prefix{netip.PrefixFrom(Nth(net4, 1), net4.Bits()), netip.PrefixFrom(Nth(net6, 1), net6.Bits())} {
 		if err := nl.AddrAdd(port, &netlink.Addr{IPNet: prefixToIPNet(p), Flags: unix.IFA_F_NODAD}); err != nil {

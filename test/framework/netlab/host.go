@@ -154,6 +154,23 @@ func (l *Lab) createHost(h *Host, opts HostOptions) error {
 	return nil
 }
 
+// addVeth creates h's veth pair with nl's namespace holding the peer end
+// h.Port and h's namespace the end h.Iface, and returns the peer end.
+func addVeth(nl *netlink.Handle, h *Host) (netlink.Link, error) {
+	veth := &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{Name: h.Iface, Namespace: netlink.NsFd(int(h.ns))},
+		PeerName:  h.Port,
+	}
+	if err := nl.LinkAdd(veth); err != nil {
+		return nil, fmt.Errorf("add veth %s/%s: %w", h.Iface, h.Port, err)
+	}
+	port, err := nl.LinkByName(h.Port)
+	if err != nil {
+		return nil, fmt.Errorf("find %s: %w", h.Port, err)
+	}
+	return port, nil
+}
+
 // plugIn creates h's veth pair from inside the switch namespace, with the
 // host end created directly in h's namespace, and makes the switch end a
 // port of the bridge.
@@ -163,16 +180,9 @@ func (l *Lab) plugIn(h *Host) error {
 		return fmt.Errorf("netlink in %s: %w", l.SwitchNetns, err)
 	}
 	defer nl.Close()
-	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{Name: h.Iface, Namespace: netlink.NsFd(int(h.ns))},
-		PeerName:  h.Port,
-	}
-	if err := nl.LinkAdd(veth); err != nil {
-		return fmt.Errorf("add veth %s/%s: %w", h.Iface, h.Port, err)
-	}
-	port, err := nl.LinkByName(h.Port)
+	port, err := addVeth(nl, h)
 	if err != nil {
-		return fmt.Errorf("find bridge port %s: %w", h.Port, err)
+		return err
 	}
 	br, err := nl.LinkByName(bridgeName)
 	if err != nil {
