@@ -142,7 +142,9 @@ func (g *Gossip) claimed(cl layer2.Claim) {
 	}
 	s := sighting{VIP: cl.Addr, MAC: cl.MAC, Active: cl.Active, At: time.Now()}
 	g.conflicts.observe(s)
-	if s.MAC != "" && s.MAC != g.mac && hostsByMAC(g.macs, g.apiMACs)[s.MAC] == "" && g.probes.enabled() {
+	// Only an address being probed asks whose the MAC is: every ARP frame
+	// for a held address passes here.
+	if g.probes.enabled() && g.probes.state[s.VIP] != nil && s.MAC != "" && s.MAC != g.mac && hostsByMAC(g.macs, g.apiMACs)[s.MAC] == "" {
 		g.probes.seen(s.VIP, s.MAC, s.At) // a station that is no load-balancer host
 	}
 	if s.Active && s.MAC != "" {
