@@ -18,13 +18,19 @@ import (
 // Where Debian's frr package installs the daemons.
 const (
 	Zebra = "/usr/lib/frr/zebra"
+	BFDD  = "/usr/lib/frr/bfdd"
 	BGPD  = "/usr/lib/frr/bgpd"
 	VTYSH = "vtysh"
 )
 
+// daemons are the daemons Start starts, in order: bfdd and bgpd reach
+// zebra, and bgpd asks bfdd (through zebra) for the sessions of its
+// neighbours with "bfd".
+var daemons = []string{Zebra, BFDD, BGPD}
+
 // Available reports why FRR cannot run here (nil: it can).
 func Available() error {
-	for _, p := range []string{Zebra, BGPD} {
+	for _, p := range daemons {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("FRR is not installed (apt-get install frr): %w", err)
 		}
@@ -40,10 +46,10 @@ type Instance struct {
 	proc []*netlab.Process
 }
 
-// Start writes config (FRR's integrated configuration: "router bgp ...")
-// and starts zebra and bgpd in h, with their sockets, pid files and logs
-// in a directory of their own; it returns once both answer vtysh. Stop
-// copies their logs into logDir.
+// Start writes config (FRR's integrated configuration: "router bgp ...",
+// "bfd ...") and starts zebra, bfdd and bgpd in h, with their sockets, pid
+// files and logs in a directory of their own; it returns once each answers
+// vtysh. Stop copies their logs into logDir.
 //
 // The daemons drop to user frr, which cannot enter a test's temporary
 // directory (mode 0700): their directory is a fresh one under the
@@ -61,12 +67,15 @@ func Start(ctx context.Context, h *netlab.Host, logDir, config string) (*Instanc
 	}
 	conf := filepath.Join(dir, "frr.conf")
 	r := &Instance{Host: h, dir: dir, keep: logDir}
-	for _, d := range []string{Zebra, BGPD} {
+	for _, d := range daemons {
 		name := filepath.Base(d)
-		p, err := h.Start(context.Background(), filepath.Join(logDir, name+".out"), d,
-			"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir,
+		args := []string{"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir,
 			"-i", filepath.Join(dir, name+".pid"), "-f", conf,
-			"--log", "file:"+filepath.Join(dir, name+".log"))
+			"--log", "file:" + filepath.Join(dir, name+".log")}
+		if d == BFDD {
+			args = append(args, "--bfdctl", filepath.Join(dir, "bfdd.sock"))
+		}
+		p, err := h.Start(context.Background(), filepath.Join(logDir, name+".out"), d, args...)
 		if err != nil {
 			_ = r.Stop()
 			return nil, err
@@ -162,8 +171,8 @@ func ParseNexthops(out []byte, prefix netip.Prefix) ([]netip.Addr, error) {
 	return slices.Compact(hops), nil
 }
 
-// Stop stops the daemons (bgpd first, so that it does not withdraw
-// routes from a zebra that is gone), keeps their logs and removes their
+// Stop stops the daemons (bgpd first, zebra last, so that none talks to
+// a zebra that is gone), keeps their logs and removes their
 // directory. Safe to call more than once.
 func (r *Instance) Stop() error {
 	var errs []error
@@ -176,7 +185,8 @@ func (r *Instance) Stop() error {
 	if r.dir == "" {
 		return errors.Join(errs...)
 	}
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range daemons {
+		d := filepath.Base(d)
 		errs = append(errs, copyLog(filepath.Join(r.dir, d+".log"), filepath.Join(r.keep, d+".log")))
 	}
 	errs = append(errs, os.RemoveAll(r.dir))
@@ -202,7 +212,7 @@ func RemoveDir(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// Log returns the path of a daemon's log ("zebra", "bgpd"): in the
+// Log returns the path of a daemon's log ("zebra", "bfdd", "bgpd"): in the
 // daemons' directory while they run, in the log directory after Stop.
 func (r *Instance) Log(daemon string) string {
 	if r.dir == "" {
