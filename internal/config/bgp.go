@@ -51,7 +51,18 @@ type BGPPeer struct {
 	// Hosts selects the load-balancer hosts that peer with this router
 	// (labels.Everything when not given).
 	Hosts labels.Selector
+	// BFD runs a single-hop BFD session beside the BGP session, with
+	// these timers (filled with the defaults when BFD is on).
+	BFD                                     bool
+	BFDTransmitInterval, BFDReceiveInterval time.Duration
+	BFDDetectMultiplier                     int
 }
+
+// The BFD timers of a peer that sets none: 300 ms, times 3.
+const (
+	DefaultBFDInterval   = 300 * time.Millisecond
+	DefaultBFDMultiplier = 3
+)
 
 // Community is a BGP standard community, written ASN:value.
 type Community struct{ ASN, Value uint16 }
@@ -111,6 +122,16 @@ var (
 		name:  "TTL",
 		doc:   "A hop count, 1 to 255.",
 		parse: parseTTL,
+	}
+	bfdIntervalValue = valueType[time.Duration]{
+		name:  "BFD interval",
+		doc:   "A duration in whole milliseconds from 10ms to 60s, as Go writes durations: `300ms`, `1s`.",
+		parse: parseBFDInterval,
+	}
+	bfdMultiplierValue = valueType[int]{
+		name:  "BFD multiplier",
+		doc:   "A whole number from 2 to 255.",
+		parse: parseBFDMultiplier,
 	}
 	familyValue = valueType[string]{
 		name:  "family",
@@ -199,6 +220,22 @@ func parseTTL(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a hop count from 1 to 255", s)
 	}
 	return int(n), nil
+}
+
+func parseBFDInterval(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d%time.Millisecond != 0 || d < 10*time.Millisecond || d > 60*time.Second {
+		return 0, fmt.Errorf("%q is not a duration in whole milliseconds from 10ms to 60s (such as 300ms)", s)
+	}
+	return d, nil
+}
+
+func parseBFDMultiplier(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 2 || n > 255 {
+		return 0, fmt.Errorf("%q is not a number from 2 to 255 (1 would take a session down on one lost packet)", s)
+	}
+	return n, nil
 }
 
 func parseFamily(s string) (string, error) {
@@ -333,6 +370,34 @@ var bgpKeys = []keySpec{
 		value: bind(selectorValue, setPeerHosts),
 		doc:   "Which load-balancer hosts peer with this router, by the labels of the host's Node (as in `[Pool]`): a rack's hosts with its switch.",
 	},
+	{
+		section: bgpPeerSection, name: "bfd", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.peer.BFD }),
+		doc: "Whether each host also runs a BFD session (RFC 5880, single-hop as RFC 5881 says: UDP port 3784, TTL 255) with the router, " +
+			"so that a dead link or host is noticed in `bfd-detect-multiplier` intervals instead of `hold-time`. The router must run BFD " +
+			"for the session too (FRR: `neighbor ... bfd`); it takes the BGP session down, and so the host's routes, when BFD says the host is gone. " +
+			"When BFD goes down on the host's side, the agent resets its BGP session with that router. " +
+			"Directly connected routers only: refused with `multihop` ([docs/bgp.md](bgp.md#bfd)).",
+	},
+	{
+		section: bgpPeerSection, name: "bfd-transmit-interval", dfltDoc: "`300ms`",
+		value: assign(bfdIntervalValue, func(t *target) *time.Duration { return &t.peer.BFDTransmitInterval }),
+		doc: "How often the host sends BFD packets once the session is Up (until then, once a second, as RFC 5880 says). " +
+			"The two sides agree on the slower of one's transmit and the other's receive interval. Shorter detects sooner and costs " +
+			"more packets (3 per second per router at 300ms, a few µs of CPU each); below 100ms a loaded host may miss its turn and flap the session.",
+	},
+	{
+		section: bgpPeerSection, name: "bfd-receive-interval", dfltDoc: "`300ms`",
+		value: assign(bfdIntervalValue, func(t *target) *time.Duration { return &t.peer.BFDReceiveInterval }),
+		doc:   "The shortest interval between BFD packets the host asks the router to keep.",
+	},
+	{
+		section: bgpPeerSection, name: "bfd-detect-multiplier", dfltDoc: "3",
+		value: assign(bfdMultiplierValue, func(t *target) *int { return &t.peer.BFDDetectMultiplier }),
+		doc: "How many intervals without a packet from the host the router waits before it declares the host gone: " +
+			"the router's detection time is this times the agreed interval (900ms with the defaults). Lower detects sooner; " +
+			"higher survives more lost packets in a row.",
+	},
 }
 
 // checkBGP checks the rules across BGP keys and sections, and fills the
@@ -383,10 +448,44 @@ func checkPeer(peer *BGPPeer, line int, p *problems) {
 	if peer.Multihop > 0 && peer.ASN == peer.LocalASN && peer.ASN != 0 {
 		p.add(line, label, "multihop", "applies to eBGP only; an iBGP session (asn = local-asn) is not limited to one hop")
 	}
+	checkBFD(peer, line, p)
 	if len(peer.Families) == 0 && peer.Address.IsValid() {
 		peer.Families = []string{"ipv4"}
 		if peer.Address.Is6() {
 			peer.Families = []string{"ipv6"}
 		}
+	}
+}
+
+// checkBFD refuses BFD timers without bfd = true and BFD on a multihop
+// peer, and fills the default timers.
+func checkBFD(peer *BGPPeer, line int, p *problems) {
+	label := sectionLabel("BGPPeer", peer.Name)
+	if !peer.BFD {
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{
+			{"bfd-transmit-interval", peer.BFDTransmitInterval != 0},
+			{"bfd-receive-interval", peer.BFDReceiveInterval != 0},
+			{"bfd-detect-multiplier", peer.BFDDetectMultiplier != 0},
+		} {
+			if k.set {
+				p.add(line, label, k.name, "needs bfd = true")
+			}
+		}
+		return
+	}
+	if peer.Multihop > 0 {
+		p.add(line, label, "bfd", "needs a directly connected router: the agents speak single-hop BFD (RFC 5881), and multihop is set")
+	}
+	if peer.BFDTransmitInterval == 0 {
+		peer.BFDTransmitInterval = DefaultBFDInterval
+	}
+	if peer.BFDReceiveInterval == 0 {
+		peer.BFDReceiveInterval = DefaultBFDInterval
+	}
+	if peer.BFDDetectMultiplier == 0 {
+		peer.BFDDetectMultiplier = DefaultBFDMultiplier
 	}
 }

@@ -178,3 +178,57 @@ func TestParseHostSelectorLimit(t *testing.T) {
 		{first + 3, fmt.Sprintf(`[Pool "p%d"] hosts: "node-restriction.kubernetes.io/rack=r%d" makes %d different host selectors among the pools; at most %d`, MaxHostSelectors+1, MaxHostSelectors+1, MaxHostSelectors+2, MaxHostSelectors)},
 	})
 }
+
+// TestParseBFD: bfd = true fills the default timers (300ms, times 3) or
+// takes the given ones; bad values, timers without bfd = true and BFD on
+// a multihop peer are refused, each with its line, all at once.
+func TestParseBFD(t *testing.T) {
+	const global = "[Global]\nregion = eu\n" // lines 1-2
+	const peer = "[BGPPeer \"r\"]\naddress = 10.0.0.1\nasn = 64512\nlocal-asn = 64513\n"
+	cfg, err := Parse("cloud.conf", []byte(global+peer+"bfd = true\n"+
+		"[BGPPeer \"s\"]\naddress = 10.0.0.2\nasn = 64512\nlocal-asn = 64513\nbfd = yes\nbfd-transmit-interval = 100ms\nbfd-receive-interval = 1s\nbfd-detect-multiplier = 5\n"+
+		"[BGPPeer \"off\"]\naddress = 10.0.0.3\nasn = 64512\nlocal-asn = 64513\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type timers struct {
+		On       bool
+		Tx, Rx   time.Duration
+		Multiple int
+	}
+	var got []timers
+	for _, p := range cfg.BGPPeers {
+		got = append(got, timers{p.BFD, p.BFDTransmitInterval, p.BFDReceiveInterval, p.BFDDetectMultiplier})
+	}
+	want := []timers{
+		{true, 300 * time.Millisecond, 300 * time.Millisecond, 3},
+		{true, 100 * time.Millisecond, time.Second, 5},
+		{false, 0, 0, 0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("BFD settings (-want +got):\n%s", diff)
+	}
+
+	_, err = Parse("cloud.conf", []byte(global+
+		peer+ // 3-6
+		"bfd = true\n"+ // 7
+		"bfd-transmit-interval = 5ms\n"+ // 8
+		"bfd-receive-interval = 1500us\n"+ // 9
+		"bfd-detect-multiplier = 1\n"+ // 10
+		"[BGPPeer \"s\"]\naddress = 10.0.0.2\nasn = 64512\nlocal-asn = 64513\n"+ // 11-14
+		"bfd-transmit-interval = 61s\n"+ // 15
+		"bfd-receive-interval = 100ms\n"+ // 16
+		"bfd-detect-multiplier = 256\n"+ // 17
+		"[BGPPeer \"m\"]\naddress = 10.0.0.3\nasn = 64512\nlocal-asn = 64513\nmultihop = 2\nbfd = true\n"+ // 18-23
+		"[BGPPeer \"n\"]\naddress = 10.0.0.4\nasn = 64512\nlocal-asn = 64513\nbfd-detect-multiplier = 4\n")) // 24-28
+	checkProblems(t, err, []problem{
+		{8, `"5ms" is not a duration in whole milliseconds from 10ms to 60s`},
+		{9, `"1500us" is not a duration in whole milliseconds`},
+		{10, `"1" is not a number from 2 to 255`},
+		{11, `[BGPPeer "s"] bfd-receive-interval: needs bfd = true`},
+		{15, `"61s" is not a duration in whole milliseconds from 10ms to 60s`},
+		{17, `"256" is not a number from 2 to 255`},
+		{18, `[BGPPeer "m"] bfd: needs a directly connected router`},
+		{24, `[BGPPeer "n"] bfd-detect-multiplier: needs bfd = true`},
+	})
+}

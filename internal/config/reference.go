@@ -180,6 +180,17 @@ family = ipv4
 family = ipv6             ; IPv6 routes over the IPv4 session
 hosts = node-restriction.kubernetes.io/rack=a
 
+[BGPPeer "tor-b"]
+address = 10.0.1.1        ; on the hosts' own link
+asn = 64512
+local-asn = 64513
+hold-time = 9s
+bfd = true                ; the router runs BFD too (FRR: neighbor ... bfd)
+bfd-transmit-interval = 300ms
+bfd-receive-interval = 300ms
+bfd-detect-multiplier = 3 ; the router declares a host gone after 900ms
+hosts = node-restriction.kubernetes.io/rack=b
+
 [Routes]
 enabled = true
 node-routers = true       ; groundcloud-router on every Node (deploy/router/)

@@ -50,8 +50,8 @@ func TestReferenceExampleParses(t *testing.T) {
 			t.Errorf("the example does not use key %s", k.name)
 		}
 	}
-	if len(cfg.Machines) != 2 || len(cfg.Pools) != 3 || len(cfg.BGPPeers) != 1 {
-		t.Errorf("example: %d machines, %d pools and %d BGP peers, want 2, 3 and 1", len(cfg.Machines), len(cfg.Pools), len(cfg.BGPPeers))
+	if len(cfg.Machines) != 2 || len(cfg.Pools) != 3 || len(cfg.BGPPeers) != 2 {
+		t.Errorf("example: %d machines, %d pools and %d BGP peers, want 2, 3 and 2", len(cfg.Machines), len(cfg.Pools), len(cfg.BGPPeers))
 	}
 }
 
