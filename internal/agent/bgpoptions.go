@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/groundcloud/groundcloud/internal/bfd"
 	"github.com/groundcloud/groundcloud/internal/bgp"
 	"github.com/groundcloud/groundcloud/internal/config"
 	"github.com/groundcloud/groundcloud/internal/kubecore"
@@ -49,6 +50,16 @@ const (
 	ReasonBGPSessionDown = "BGPSessionDown"
 	ReasonBGPSessionUp   = "BGPSessionUp"
 	ReasonBGPPeerFailed  = "BGPPeerFailed"
+)
+
+// ReasonBFDSessionDown and ReasonBFDSessionUp are the Events on this
+// host's Node when the BFD session with a peer leaves Up or comes Up;
+// ReasonBFDFailed when the BFD sessions cannot run at all (the BGP
+// sessions then run without them).
+const (
+	ReasonBFDSessionDown = "BFDSessionDown"
+	ReasonBFDSessionUp   = "BFDSessionUp"
+	ReasonBFDFailed      = "BFDFailed"
 )
 
 func (o *BGPOptions) validate() error {
@@ -102,7 +113,48 @@ func (o *Options) speaker(ctx context.Context, cc *cloudConfig, rec record.Event
 			changed(p, up)
 		},
 		PeerFailed: peerFailedEvents(rec, o.Host),
+		BFDChanged: bfdEvents(rec, o.Host),
+		BFDFailed:  bfdFailedEvents(rec, o.Host),
 	}), nil
+}
+
+// bfdEvents records a BFD session's changes as Events on Node host:
+// Normal when it comes Up; leaving Up for Down, a Warning when it failed
+// (bgp.Failed: the BGP session is reset), Normal when the router stopped
+// it administratively (the BGP session is kept). The host's own stop
+// records nothing.
+func bfdEvents(rec record.EventRecorder, host string) func(p bgp.Peer, c bfd.Change) {
+	node := nodeRef(host)
+	return func(p bgp.Peer, c bfd.Change) {
+		switch {
+		case c.To == bfd.Up:
+			rec.Eventf(node, corev1.EventTypeNormal, ReasonBFDSessionUp, "BFD session with %s (%s) is up", p.Name, p.Address)
+		case bgp.Failed(c):
+			why := c.Diag.String()
+			if c.Diag == bfd.DiagNeighborDown {
+				why = "the router says it is down (" + c.RemoteDiag.String() + ")"
+			}
+			rec.Eventf(node, corev1.EventTypeWarning, ReasonBFDSessionDown,
+				"BFD session with %s (%s) is down: %s; the BGP session with it is reset", p.Name, p.Address, why)
+		case c.From == bfd.Up && c.To == bfd.Down:
+			rec.Eventf(node, corev1.EventTypeNormal, ReasonBFDSessionDown,
+				"BFD session with %s (%s) stopped by the router (administratively down); the BGP session is kept", p.Name, p.Address)
+		}
+	}
+}
+
+// bfdFailedEvents records a Warning Event on Node host when the BFD
+// sessions cannot run.
+func bfdFailedEvents(rec record.EventRecorder, host string) func(peers []bgp.Peer, err error) {
+	node := nodeRef(host)
+	return func(peers []bgp.Peer, err error) {
+		names := make([]string, 0, len(peers))
+		for _, p := range peers {
+			names = append(names, p.Name)
+		}
+		rec.Eventf(node, corev1.EventTypeWarning, ReasonBFDFailed,
+			"No BFD sessions with %s: %v. The BGP sessions run without BFD: a dead link is noticed after the hold time", strings.Join(names, ", "), err)
+	}
 }
 
 // sessionEvents records a session's changes as Events on Node host: a
@@ -172,6 +224,11 @@ func peerOf(p *config.BGPPeer) (bgp.Peer, error) {
 		Name: p.Name, Address: p.Address, ASN: p.ASN, LocalASN: p.LocalASN, Port: p.Port,
 		HoldTime: p.HoldTime, KeepaliveTime: p.KeepaliveTime, SourceAddress: p.SourceAddress,
 		Multihop: p.Multihop, Passive: p.Passive, Families: p.Families,
+	}
+	if p.BFD {
+		peer.BFD = &bfd.Settings{
+			DesiredMinTx: p.BFDTransmitInterval, RequiredMinRx: p.BFDReceiveInterval, DetectMult: uint8(p.BFDDetectMultiplier),
+		}
 	}
 	if p.PasswordFile != "" {
 		b, err := os.ReadFile(p.PasswordFile)

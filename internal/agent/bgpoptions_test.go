@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/groundcloud/groundcloud/internal/bfd"
 	"github.com/groundcloud/groundcloud/internal/bgp"
+	"github.com/groundcloud/groundcloud/internal/config"
 )
 
 func TestSessionEvents(t *testing.T) {
@@ -36,6 +39,41 @@ func TestSessionEvents(t *testing.T) {
 		"Normal BGPSessionUp BGP session with tor (10.0.0.1) established",
 		"Warning BGPSessionDown BGP session with tor (10.0.0.1) is down (state IDLE): the router no longer sends this host the traffic of its addresses",
 		"Warning BGPPeerFailed No BGP session with tor (10.0.0.1): cannot listen on TCP port 179. The sessions with the other peers are unaffected",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// A BFD session coming Up is a Normal Event, failing a Warning that says
+// why, stopped by the router a Normal one; the host's own stop (AdminDown)
+// and Init say nothing. BFD that cannot run at all is a Warning naming the peers.
+func TestBFDEvents(t *testing.T) {
+	rec := record.NewFakeRecorder(8)
+	changed := bfdEvents(rec, "lb-1")
+	tor := bgp.Peer{Name: "tor", Address: netip.MustParseAddr("10.0.0.1")}
+	for _, c := range []bfd.Change{
+		{From: bfd.Down, To: bfd.Init},
+		{From: bfd.Init, To: bfd.Up},
+		{From: bfd.Up, To: bfd.Down, Diag: bfd.DiagTimeExpired},
+		{From: bfd.Down, To: bfd.Up},
+		{From: bfd.Up, To: bfd.Down, Diag: bfd.DiagNeighborDown, RemoteDiag: bfd.DiagAdminDown},
+		{From: bfd.Down, To: bfd.AdminDown, Diag: bfd.DiagAdminDown},
+	} {
+		changed(tor, c)
+	}
+	bfdFailedEvents(rec, "lb-1")([]bgp.Peer{tor, {Name: "tor-b"}}, errors.New("listen for BFD on UDP port 3784 (IPv4): address already in use"))
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	want := []string{
+		"Normal BFDSessionUp BFD session with tor (10.0.0.1) is up",
+		"Warning BFDSessionDown BFD session with tor (10.0.0.1) is down: detection time expired; the BGP session with it is reset",
+		"Normal BFDSessionUp BFD session with tor (10.0.0.1) is up",
+		"Normal BFDSessionDown BFD session with tor (10.0.0.1) stopped by the router (administratively down); the BGP session is kept",
+		"Warning BFDFailed No BFD sessions with tor, tor-b: listen for BFD on UDP port 3784 (IPv4): address already in use. The BGP sessions run without BFD: a dead link is noticed after the hold time",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -76,5 +114,28 @@ func TestStartLabelsWaitsForTheAPIServer(t *testing.T) {
 				t.Errorf("labels %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A [BGPPeer] with bfd = true gives the speaker a peer with BFD and its
+// timers; without, none.
+func TestPeerOfBFD(t *testing.T) {
+	cfg, err := config.Parse("cloud.conf", []byte("[Global]\nregion = eu\n"+
+		"[BGPPeer \"tor\"]\naddress = 10.0.0.1\nasn = 64512\nlocal-asn = 64513\nbfd = true\nbfd-transmit-interval = 100ms\n"+
+		"[BGPPeer \"plain\"]\naddress = 10.0.0.2\nasn = 64512\nlocal-asn = 64513\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*bfd.Settings
+	for _, p := range cfg.BGPPeers {
+		peer, err := peerOf(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, peer.BFD)
+	}
+	want := []*bfd.Settings{{DesiredMinTx: 100 * time.Millisecond, RequiredMinRx: 300 * time.Millisecond, DetectMult: 3}, nil}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("BFD of the peers (-want +got):\n%s", diff)
 	}
 }

@@ -35,11 +35,12 @@ func (s State) String() string {
 // Diag is the diagnostic code: why a session last left Up (section 4.1).
 type Diag uint8
 
-// The diagnostics this implementation sets.
+// The diagnostics this implementation sets or acts on.
 const (
 	DiagNone         Diag = 0
 	DiagTimeExpired  Diag = 1 // Control Detection Time Expired
 	DiagNeighborDown Diag = 3 // Neighbor Signaled Session Down
+	DiagPathDown     Diag = 5
 	DiagAdminDown    Diag = 7 // Administratively Down
 )
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+
+	"github.com/groundcloud/groundcloud/internal/bfd"
 	"github.com/osrg/gobgp/v3/pkg/apiutil"
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
@@ -31,6 +33,9 @@ type Peer struct {
 	Multihop                int        // 0: directly connected
 	Passive                 bool
 	Families                []string // "ipv4", "ipv6"
+	// BFD, when set, runs a BFD session with the peer with these timers;
+	// it going down resets the BGP session.
+	BFD *bfd.Settings
 }
 
 // Config is what a Speaker needs.
@@ -51,6 +56,14 @@ type Config struct {
 	// passive one while the speaker cannot listen, or one GoBGP refused.
 	// The other peers' sessions carry on. nil: nobody is.
 	PeerFailed func(peer Peer, err error)
+	// BFDChanged is told of each state change of a peer's BFD session;
+	// nil: nobody is.
+	BFDChanged func(peer Peer, c bfd.Change)
+	// BFDFailed is told when the BFD sessions cannot run (the BFD port is
+	// taken, say): the BGP sessions run without them. nil: nobody is.
+	BFDFailed func(peers []Peer, err error)
+	// BFDPort is the UDP port of BFD; 0: RFC 5881's, 3784.
+	BFDPort int
 }
 
 // bgpServer is what the speaker uses of GoBGP's *server.BgpServer.
@@ -61,6 +74,7 @@ type bgpServer interface {
 	AddPeer(ctx context.Context, r *api.AddPeerRequest) error
 	AddPath(ctx context.Context, r *api.AddPathRequest) (*api.AddPathResponse, error)
 	DeletePath(ctx context.Context, r *api.DeletePathRequest) error
+	ResetPeer(ctx context.Context, r *api.ResetPeerRequest) error
 }
 
 // Speaker advertises the routes it is given to every peer. New only
@@ -132,6 +146,9 @@ func (s *Speaker) Run(ctx context.Context) error {
 		return err
 	}
 	logger.Info("BGP speaker running", "routerID", s.cfg.RouterID, "peers", len(s.cfg.Peers))
+	// BFD stops after the BGP sessions (deferred calls run after
+	// shutdown): the routers hear AdminDown once the routes are gone.
+	defer s.runBFD(ctx, logger, srv)()
 	have := map[netip.Prefix]Route{}
 	for {
 		select {
@@ -222,6 +239,75 @@ func (s *Speaker) peerFailed(logger klog.Logger, p Peer, err error) {
 	if s.cfg.PeerFailed != nil {
 		s.cfg.PeerFailed(p, err)
 	}
+}
+
+// runBFD starts the BFD sessions of the peers that ask for them and
+// returns what stops them (sending AdminDown) and waits for that; a
+// failure to start them is logged and told to BFDFailed, and the BGP
+// sessions run without.
+func (s *Speaker) runBFD(ctx context.Context, logger klog.Logger, srv bgpServer) (stop func()) {
+	var peers []bfd.Peer
+	var with []Peer
+	for _, p := range s.cfg.Peers {
+		if p.BFD != nil {
+			peers = append(peers, bfd.Peer{Name: p.Name, Remote: p.Address, Local: p.SourceAddress, Settings: *p.BFD})
+			with = append(with, p)
+		}
+	}
+	if len(peers) == 0 {
+		return func() {}
+	}
+	bfd.RegisterMetrics()
+	r, err := bfd.Listen(bfd.Config{Peers: peers, Port: s.cfg.BFDPort, Changed: func(bp bfd.Peer, c bfd.Change) {
+		for _, p := range with {
+			if p.Name == bp.Name {
+				s.bfdChanged(ctx, logger, srv, p, c)
+			}
+		}
+	}})
+	if err != nil {
+		logger.Error(err, "No BFD sessions; the BGP sessions run without them", "peers", len(peers))
+		if s.cfg.BFDFailed != nil {
+			s.cfg.BFDFailed(with, err)
+		}
+		return func() {}
+	}
+	bctx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logger))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(bctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// bfdChanged resets p's BGP session when its BFD session failed
+// (Failed): the router does the same on its side, so both drop the routes
+// at once instead of after the hold time.
+func (s *Speaker) bfdChanged(ctx context.Context, logger klog.Logger, srv bgpServer, p Peer, c bfd.Change) {
+	if s.cfg.BFDChanged != nil {
+		s.cfg.BFDChanged(p, c)
+	}
+	if !Failed(c) {
+		return
+	}
+	logger.Info("BFD session down: resetting the BGP session", "peer", p.Name, "address", p.Address, "diagnostic", c.Diag.String())
+	err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: p.Address.String(), Communication: "BFD session down: " + c.Diag.String()})
+	if err != nil {
+		logger.Error(err, "Cannot reset the BGP session after BFD went down", "peer", p.Name)
+	}
+}
+
+// Failed reports whether a BFD change is a failure of the path to the
+// peer: Up to Down because the detection time expired or the router said
+// Down. Not when the router said AdminDown (RFC 5882 section 3.2: an
+// administrative stop, not a failure, and the BGP session is kept) nor
+// this host's own stop.
+func Failed(c bfd.Change) bool {
+	return c.From == bfd.Up && c.To == bfd.Down && !(c.Diag == bfd.DiagNeighborDown && c.RemoteDiag == bfd.DiagAdminDown)
 }
 
 // apiPeer is GoBGP's configuration of p.

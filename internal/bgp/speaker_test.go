@@ -15,6 +15,8 @@ import (
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"k8s.io/klog/v2/textlogger"
+
+	"github.com/groundcloud/groundcloud/internal/bfd"
 )
 
 // discard is a logger that writes nothing, for GoBGP servers that stand
@@ -161,6 +163,45 @@ func (f *fakeServer) AddPath(context.Context, *api.AddPathRequest) (*api.AddPath
 }
 
 func (f *fakeServer) DeletePath(context.Context, *api.DeletePathRequest) error { return nil }
+
+func (f *fakeServer) ResetPeer(_ context.Context, r *api.ResetPeerRequest) error {
+	f.calls = append(f.calls, fmt.Sprintf("ResetPeer %s soft=%v: %s", r.Address, r.Soft, r.Communication))
+	return nil
+}
+
+// TestBFDChangedResetsSession: a BFD session going from Up to Down (the
+// router silent, or saying Down) resets that peer's BGP session at once;
+// coming up, the router's administrative stop (it says AdminDown) and this
+// host's own stop do not. Every change is told to BFDChanged.
+func TestBFDChangedResetsSession(t *testing.T) {
+	var told []string
+	s := New(Config{BFDChanged: func(p Peer, c bfd.Change) { told = append(told, p.Name+" "+c.To.String()) }})
+	tor := testPeer("tor", "192.0.2.1")
+	var srv fakeServer
+	for _, c := range []bfd.Change{
+		{From: bfd.Down, To: bfd.Init},
+		{From: bfd.Init, To: bfd.Up},
+		{From: bfd.Up, To: bfd.Down, Diag: bfd.DiagTimeExpired},
+		{From: bfd.Down, To: bfd.Up},
+		{From: bfd.Up, To: bfd.Down, Diag: bfd.DiagNeighborDown, RemoteDiag: bfd.DiagPathDown},
+		{From: bfd.Down, To: bfd.Up},
+		{From: bfd.Up, To: bfd.Down, Diag: bfd.DiagNeighborDown, RemoteDiag: bfd.DiagAdminDown},
+		{From: bfd.Down, To: bfd.Up},
+		{From: bfd.Up, To: bfd.AdminDown, Diag: bfd.DiagAdminDown},
+	} {
+		s.bfdChanged(t.Context(), discard, &srv, tor, c)
+	}
+	want := []string{
+		"ResetPeer 192.0.2.1 soft=false: BFD session down: detection time expired",
+		"ResetPeer 192.0.2.1 soft=false: BFD session down: neighbor signaled session down",
+	}
+	if diff := cmp.Diff(want, srv.calls); diff != "" {
+		t.Errorf("calls to GoBGP (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"tor Init", "tor Up", "tor Down", "tor Up", "tor Down", "tor Up", "tor Down", "tor Up", "tor AdminDown"}, told); diff != "" {
+		t.Errorf("BFDChanged (-want +got):\n%s", diff)
+	}
+}
 
 // TestStart: a peer that cannot work leaves the others' sessions alone;
 // only a GoBGP that cannot start at all fails the speaker.
