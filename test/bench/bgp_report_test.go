@@ -13,6 +13,7 @@ import (
 
 	"github.com/groundcloud/groundcloud/test/framework/availability"
 	"github.com/groundcloud/groundcloud/test/framework/frr"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
 // bgpResults is what TestBGPBenchmark measured.
@@ -217,6 +218,14 @@ func bgpFailoverTable(res bgpResults) string {
 		fmt.Fprintf(&b, "With a host's cable pulled, new connections to the L2 address failed until %s after the fault (p50), %.0f %% of those started meanwhile; to the BGP address until %s (p50; at most %s), bounded by the 3 s hold time (the router's hold timer runs from the last keepalive it received, one a second, so it expires 2 to 3 s after the cable is pulled), but only %.0f %% of those started meanwhile: the flows the router hashed to the lost host.\n",
 			seconds(percentile(l2rec, 50)), 100*l2.failedShare(), seconds(percentile(bgprec, 50)), seconds(percentile(bgprec, 100)), 100*bgp.failedShare())
 	}
+	bfd := byKey[announceBFD+"/link-down"]
+	if len(bgp.trials) > 0 && len(bfd.trials) > 0 {
+		_, bgprec, bgpMoved, _, _, _ := bgp.gaps()
+		_, bfdrec, bfdMoved, bfdFailed, bfdBroken, _ := bfd.gaps()
+		fmt.Fprintf(&b, "With BFD between the hosts and the router (%s × %d), a pulled cable cost new connections to the BGP address until %s after the fault (p50; at most %s) instead of %s: the router's BFD session with the host went down after the detection time and took the BGP session and the host's routes with it (the route lost the host %s after the fault, p50, against %s on the hold timer); %d new connections failed, %.0f %% of those started meanwhile, and %d long-lived connections broke.\n",
+			realcluster.BFDInterval, realcluster.BFDMultiplier, seconds(percentile(bfdrec, 50)), seconds(percentile(bfdrec, 100)), seconds(percentile(bgprec, 50)),
+			seconds(percentile(bfdMoved, 50)), seconds(percentile(bgpMoved, 50)), bfdFailed, 100*bfd.failedShare(), bfdBroken)
+	}
 	l2, bgp = byKey[announceL2+"/sigterm"], byKey[announceBGP+"/sigterm"]
 	if len(l2.trials) > 0 && len(bgp.trials) > 0 {
 		_, _, _, l2failed, _, _ := l2.gaps()
@@ -292,8 +301,8 @@ const bgpMethod = `
   section: 2 dedicated load-balancer hosts running the agent DaemonSet
   from deploy/ (plus ` + "`--ownership-hold-down=3s`" + `, which only shortens
   the return between L2 trials), 2 workers with one groundcloud-echo Pod
-  each; and two hosts that are not nodes: FRR 8 (zebra and bgpd) as the
-  router ("frr", realcluster.StartFRR) and the client. Every load-balancer
+  each; and two hosts that are not nodes: FRR 8 (zebra, bfdd and bgpd) as
+  the router ("frr", realcluster.StartFRR) and the client. Every load-balancer
   host peers with the router (eBGP, AS 64513 to AS 64512) with a hold time
   of 3 s and keepalives every 1 s (the least hold time BGP allows; the
   router's ` + "`timers 1 3`" + `); the router installs up to 8 equal paths
@@ -317,7 +326,7 @@ const bgpMethod = `
   its BGP session, which the host's kernel closes; its rules stay and keep
   forwarding; the kubelet restarts it); link-down sets the host's link
   down (a dead host or a pulled cable: the router notices when the hold
-  timer expires). Gap and recovered as in the Failover section; moved:
+  timer expires, or with BFD after its detection time). Gap and recovered as in the Failover section; moved:
   from the fault until the router's route (BGP) no longer had the host as
   a next hop, or until another host held the address (L2); "of those
   started while failing": failed new connections over those started from
@@ -332,6 +341,12 @@ const bgpMethod = `
   settled for 1 s), the order alternating from round to round. Packets per
   host: each load-balancer host's link counters (received plus sent)
   around each load; the nodes' replies do not cross them.
+- BFD (rows "bgp+bfd"): measured last, after the throughput rows: the
+  router runs BFD with the hosts of its IPv4 sessions (a bfdd profile of
+  100 ms transmit and receive intervals, multiplier 3, and ` + "`neighbor LB bfd`" + `;
+  realcluster.EnableBFD), and the cloud-config's IPv4 peer gets ` + "`bfd = true`" + `
+  with the same timers (realcluster.BGPPeersBFD), the agents restarted to
+  read it; then the same faults on the same address.
 - Reproduce: ` + "`make bench`" + ` or ` + "`hack/bench.sh TestBGPBenchmark`" + ` (as root;
   GROUNDCLOUD_BENCH_TRIALS=n changes the number of failover trials, 5 by
   default here; GROUNDCLOUD_BENCH_ROUNDS and GROUNDCLOUD_BENCH_DURATION

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,10 @@ const (
 const (
 	announceL2  = "l2"
 	announceBGP = "bgp"
+	// announceBFD is the BGP address again, once the hosts and the
+	// router run BFD on the IPv4 sessions (realcluster.BGPPeersBFD,
+	// EnableBFD: 100 ms, times 3).
+	announceBFD = "bgp+bfd"
 )
 
 // TestBGPBenchmark measures, on the real cluster with 2 dedicated
@@ -61,7 +66,7 @@ func TestBGPBenchmark(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
-	b, nh := startBGPBench(t)
+	b, nh, r := startBGPBench(t)
 	vips := b.deployBGP(t)
 	b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String())
 	nh.waitOnly(t, vips[announceBGP], 0, b.lbs...)
@@ -90,6 +95,18 @@ func TestBGPBenchmark(t *testing.T) {
 	t.Run("throughput", func(t *testing.T) {
 		runs = b.ecmpThroughput(t, nh, vips[announceBGP], cfg)
 	})
+	// Last, as it changes the cluster: the same faults on the BGP address
+	// with BFD between the hosts and the router.
+	t.Run("failover with BFD", func(t *testing.T) {
+		b.enableBFD(t, r)
+		nh.waitOnly(t, vips[announceBGP], 0, b.lbs...)
+		waitAnswers(t, b.client, vips[announceBGP])
+		d := daemon{kill: b.killAgent, restart: b.agentBack}
+		for _, f := range append([]fault{b.sigterm()}, b.faults(d)...) {
+			w := &bgpWatch{nh: nh, vip: vips[announceBGP], lbs: b.lbs}
+			results = append(results, b.run(t, announceBFD, f, vips[announceBGP], w, trials))
+		}
+	})
 	res := bgpResults{trials: trials, failover: results, cfg: cfg, runs: runs, elapsed: time.Since(start)}
 	for _, l := range res.lines() {
 		fmt.Println(l)
@@ -104,15 +121,12 @@ func TestBGPBenchmark(t *testing.T) {
 // load-balancer hosts labelled to announce pool "bgp", 2 workers, FRR in
 // host "frr" (realcluster.StartFRR: 3 s hold time, ECMP with an L4 hash)
 // and a client that reaches the pool through it.
-func startBGPBench(t *testing.T) (*bench, *nexthops) {
+func startBGPBench(t *testing.T) (*bench, *nexthops, *frr.Instance) {
 	t.Helper()
 	b := startClusterBench(t, realcluster.Options{
 		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client", "frr"}},
 		Workers:  2,
-		CloudConfigFor: func(c *realcluster.Cluster) string {
-			return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", bgpRange, bgpHostLabel) +
-				realcluster.BGPPeers(c.Clients["frr"])
-		},
+		CloudConfigFor: func(c *realcluster.Cluster) string { return bgpBenchConfig(c, false) },
 	})
 	r, err := b.c.StartFRR(t.Context(), b.c.Clients["frr"])
 	must(t, err)
@@ -129,7 +143,45 @@ func startBGPBench(t *testing.T) (*bench, *nexthops) {
 	nh, err := watchNexthops(r.Host, b.lbs, netip.MustParsePrefix(bgpRoute), 10*time.Millisecond)
 	must(t, err)
 	t.Cleanup(nh.stop)
-	return b, nh
+	return b, nh, r
+}
+
+// bgpBenchConfig is the BGP benchmark's cloud-config: pool "bgp" and the
+// router's peers, with BFD on the IPv4 one when bfd.
+func bgpBenchConfig(c *realcluster.Cluster, bfd bool) string {
+	peers := realcluster.BGPPeers(c.Clients["frr"])
+	if bfd {
+		peers = realcluster.BGPPeersBFD(c.Clients["frr"])
+	}
+	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", bgpRange, bgpHostLabel) + peers
+}
+
+// enableBFD turns BFD on for the IPv4 sessions: on the router, then in
+// the cloud-config, restarting the agents; it returns once the router's
+// BFD session with every load-balancer host is up.
+func (b *bench) enableBFD(t *testing.T, r *frr.Instance) {
+	t.Helper()
+	must(t, realcluster.EnableBFD(t.Context(), r))
+	conf := strings.Replace(b.c.CloudConfig, bgpBenchConfig(b.c, false), bgpBenchConfig(b.c, true), 1)
+	if conf == b.c.CloudConfig {
+		t.Fatal("the cloud-config does not hold the benchmark's BGP part")
+	}
+	must(t, b.c.SetCloudConfig(t.Context(), conf))
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		peers, err := r.BFDPeers(t.Context())
+		up := err == nil
+		for _, h := range b.lbs {
+			up = up && peers[h.Addr4].Status == "up"
+		}
+		if up {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the router's BFD sessions with the hosts are not up within 2 minutes: %+v (%v)", peers, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // deployBGP runs groundcloud-echo on both workers and, in front of them,

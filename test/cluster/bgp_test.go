@@ -50,8 +50,10 @@ var (
 // with every host as next hop, IPv4 and IPv6; 100 new connections spread
 // over several hosts by the router's L4 hash, every one answered by a Pod;
 // a pool that selects some hosts announced by them only, following their
-// labels; an L2 pool serving beside; a host's link cut and its agent
-// crashing: the router moves its share (hold timer) and established
+// labels; an L2 pool serving beside; BFD with the router on the IPv4
+// session (up on both sides, with the hosts' timers); a host's link cut and
+// its agent crashing: the router moves its share (IPv4: BFD takes the BGP
+// session down, as its log says; IPv6: the hold timer) and established
 // connections carry on; an agent stopped (SIGTERM) withdraws first: no new
 // connection fails; a Service of the BGP pool with proxy forwarding taken
 // over by another host and back: after each takeover its Pods speak first
@@ -101,6 +103,9 @@ func TestBGP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop() })
+	if err := realcluster.EnableBFD(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
 	client := c.Clients["client"]
 	if err := realcluster.RouteThrough(t.Context(), client, r.Host, bgpRoute4, bgpRoute6); err != nil {
 		t.Fatal(err)
@@ -112,6 +117,7 @@ func TestBGP(t *testing.T) {
 	s.waitNexthops(t, s.ecmp.vip(t, true), s.lbs...)
 
 	t.Run("ECMP route per address, none held on an interface", s.checkRoutes)
+	t.Run("BFD with the router over IPv4", s.checkBFD)
 	t.Run("new connections spread over the hosts", s.checkSpread)
 	t.Run("IPv6", s.checkIPv6)
 	t.Run("pool announced by the hosts it selects", s.checkSubset)
@@ -131,7 +137,7 @@ func TestBGP(t *testing.T) {
 		t.Run("L2 failover: the apiserver away for 60 s: no failed connection, no address moves", fo.checkAPIServerAway)
 	}
 	if t.Failed() {
-		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("zebra")) {
+		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("bfdd"), r.Log("zebra")) {
 			t.Logf("tail of %s:\n%s", log, controlplane.LogTail(log, 30))
 		}
 		for _, n := range c.Nodes {
@@ -163,7 +169,7 @@ type bgpScenario struct {
 func bgpCloudConfig(router *netlab.Host) string {
 	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\nbgp-community = 64513:100\n\n", bgpRange4, bgpRange6) +
 		fmt.Sprintf("[Pool \"edge\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", edgeRange4, edgeLabel) +
-		realcluster.BGPPeers(router)
+		realcluster.BGPPeersBFD(router)
 }
 
 func lbHosts(c *realcluster.Cluster) []*netlab.Host {
@@ -379,24 +385,102 @@ func expectAnswered(t *testing.T, conns []*keepAlive, when string) {
 // session as a Warning Event on its Node; plugged back, it announces again.
 func (s *bgpScenario) checkLinkDown(t *testing.T) {
 	vip := s.ecmp.vip(t, false)
+	vip6 := s.ecmp.vip(t, true)
 	conns := s.openConns(t, vip, 12)
 	h := s.lbs[2]
 	// The node's cable: also the way its agent reaches the apiserver, and
 	// its routes come back with it (realcluster.Node.SetLink).
 	node := s.c.Node(h.Name)
+	pulled := time.Now()
 	if err := node.SetLink(false); err != nil {
 		t.Fatal(err)
 	}
-	took := s.waitNexthops(t, vip, s.lbs[0], s.lbs[1])
-	t.Logf("the router moved %s's share after %v (hold time 3s)", h.Name, took)
+	// IPv4: the router's BFD session with the host goes down and takes
+	// the BGP session with it; IPv6, without BFD: the hold timer.
+	s.waitNexthops(t, vip, s.lbs[0], s.lbs[1])
+	took4 := time.Since(pulled)
+	s.waitNexthops(t, vip6, s.lbs[0], s.lbs[1])
+	t.Logf("the router moved %s's share after %v over IPv4 (BFD, %v × %d) and %v over IPv6 (hold time 3s)",
+		h.Name, took4.Round(time.Millisecond), realcluster.BFDInterval, realcluster.BFDMultiplier, time.Since(pulled).Round(time.Millisecond))
 	expectAnswered(t, conns, "link down")
+	s.checkBGPDownByBFD(t, h)
 	if err := node.SetLink(true); err != nil {
 		t.Fatal(err)
 	}
-	took = s.waitNexthops(t, vip, s.lbs...)
+	took := s.waitNexthops(t, vip, s.lbs...)
 	t.Logf("%s announces again %v after its link came back", h.Name, took)
+	s.waitNexthops(t, vip6, s.lbs...)
 	expectAnswered(t, conns, "link back")
+	s.waitBFDUp(t)
 	s.waitEvent(t, h.Name, agent.ReasonBGPSessionDown)
+	s.waitEvent(t, h.Name, agent.ReasonBFDSessionDown)
+}
+
+// checkBGPDownByBFD: the router's log says it took host h's IPv4 BGP
+// session down because BFD said so (its Cease notification, subcode BFD
+// Down), not on its hold timer.
+func (s *bgpScenario) checkBGPDownByBFD(t *testing.T, h *netlab.Host) {
+	t.Helper()
+	log, err := os.ReadFile(s.r.Log("bgpd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(log), "\n") {
+		// "%NOTIFICATION: sent to neighbor 192.0.2.4 6/10 (Cease/BFD Down)"
+		if strings.Contains(line, "neighbor "+h.Addr4.String()+" ") && strings.Contains(line, "(Cease/BFD Down)") {
+			return
+		}
+	}
+	t.Errorf("bgpd's log does not say BFD took %s's session down; its tail:\n%s", h.Addr4, controlplane.LogTail(s.r.Log("bgpd"), 20))
+}
+
+// waitBFDUp waits until the router's BFD session with every host's IPv4
+// address is up, and none with an IPv6 one exists (that peer has no BFD).
+func (s *bgpScenario) waitBFDUp(t *testing.T) {
+	t.Helper()
+	var peers map[netip.Addr]frr.BFDPeer
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		peers, last = s.r.BFDPeers(ctx)
+		if last != nil {
+			return false, nil
+		}
+		for _, h := range s.lbs {
+			if peers[h.Addr4].Status != "up" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the router's BFD sessions: %+v (last error %v), want up with %v", peers, last, addrsOf(s.lbs[0].Addr4, s.lbs...))
+	}
+	for _, h := range s.lbs {
+		if _, ok := peers[h.Addr6]; ok {
+			t.Errorf("the router has a BFD session with %s, whose peer does not ask for one", h.Addr6)
+		}
+	}
+}
+
+// checkBFD: every host runs a BFD session with the router over IPv4 (the
+// peer with bfd = true), which the router's bfdd reports up with the
+// agreed timers, and each host's Node has its BFDSessionUp Event.
+func (s *bgpScenario) checkBFD(t *testing.T) {
+	s.waitBFDUp(t)
+	out, err := s.r.VTY(t.Context(), "show bfd peer "+s.lbs[0].Addr4.String()+" json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := strings.NewReplacer(" ", "", "\n", "").Replace(string(out))
+	ms := fmt.Sprint(realcluster.BFDInterval.Milliseconds())
+	for _, want := range []string{`"remote-receive-interval":` + ms, `"remote-transmit-interval":` + ms, `"remote-detect-multiplier":3`} {
+		if !strings.Contains(compact, want) {
+			t.Errorf("the router does not see the host's BFD timers: no %s in %s", want, out)
+		}
+	}
+	for _, h := range s.lbs {
+		s.waitEvent(t, h.Name, agent.ReasonBFDSessionUp)
+	}
 }
 
 // waitEvent waits for an Event with reason on Node node.

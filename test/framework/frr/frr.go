@@ -116,6 +116,21 @@ func (r *Instance) VTY(ctx context.Context, command string) ([]byte, error) {
 	return out, nil
 }
 
+// Configure changes the running router's configuration: lines are typed
+// in vtysh's configuration mode, in order ("router bgp 64512", " neighbor
+// LB bfd", "exit", ...).
+func (r *Instance) Configure(ctx context.Context, lines ...string) error {
+	args := []string{"--vty_socket", r.dir, "-c", "configure terminal"}
+	for _, l := range lines {
+		args = append(args, "-c", l)
+	}
+	out, err := r.Host.Command(ctx, VTYSH, args...).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		return fmt.Errorf("vtysh configure %q: %v: %s", lines, err, out)
+	}
+	return nil
+}
+
 // ShellCommand is the command line that runs one vtysh command against
 // the router from the machine's shell, for a person to type while the
 // router runs.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/groundcloud/groundcloud/test/framework/frr"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
@@ -22,10 +23,40 @@ const (
 // load-balancer host peers with, over IPv4 and over IPv6, with a 3 s hold
 // time (the least BGP allows: a crashed host's routes go after 3 s).
 func BGPPeers(h *netlab.Host) string {
-	peer := func(name string, a netip.Addr) string {
-		return fmt.Sprintf("[BGPPeer %q]\naddress = %s\nasn = %d\nlocal-asn = %d\nhold-time = 3s\nkeepalive-time = 1s\n\n", name, a, PeerASN, HostsASN)
+	return bgpPeers(h, "")
+}
+
+// BFDInterval is the interval of the test bed's BFD sessions, both ways,
+// times BFDMultiplier: a host is declared gone after 300 ms.
+const (
+	BFDInterval   = 100 * time.Millisecond
+	BFDMultiplier = 3
+)
+
+// BGPPeersBFD is BGPPeers with BFD on the IPv4 session (BFDInterval times
+// BFDMultiplier); the IPv6 session runs without, on its hold time. The
+// router's side is EnableBFD.
+func BGPPeersBFD(h *netlab.Host) string {
+	return bgpPeers(h, fmt.Sprintf("bfd = true\nbfd-transmit-interval = %s\nbfd-receive-interval = %[1]s\nbfd-detect-multiplier = %d\n", BFDInterval, BFDMultiplier))
+}
+
+func bgpPeers(h *netlab.Host, bfd4 string) string {
+	peer := func(name string, a netip.Addr, extra string) string {
+		return fmt.Sprintf("[BGPPeer %q]\naddress = %s\nasn = %d\nlocal-asn = %d\nhold-time = 3s\nkeepalive-time = 1s\n%s\n", name, a, PeerASN, HostsASN, extra)
 	}
-	return peer(h.Name, h.Addr4) + peer(h.Name+"6", h.Addr6)
+	return peer(h.Name, h.Addr4, bfd4) + peer(h.Name+"6", h.Addr6, "")
+}
+
+// EnableBFD has router r (StartFRR's) run BFD with the hosts of its IPv4
+// sessions, BFDInterval times BFDMultiplier, and take a host's BGP
+// session down when its BFD session goes down: the router's side of
+// BGPPeersBFD. Hosts that do not run BFD keep their BGP sessions (FRR
+// acts only on a BFD session that was up).
+func EnableBFD(ctx context.Context, r *frr.Instance) error {
+	ms := fmt.Sprint(BFDInterval.Milliseconds())
+	return r.Configure(ctx, "bfd", "profile hosts", "transmit-interval "+ms, "receive-interval "+ms,
+		fmt.Sprintf("detect-multiplier %d", BFDMultiplier), "exit", "exit",
+		fmt.Sprintf("router bgp %d", PeerASN), "neighbor LB bfd", "neighbor LB bfd profile hosts")
 }
 
 // StartFRR runs FRR (test/framework/frr) in host h of the cluster's lab, as a

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,9 @@ import (
 
 // installFieldManager is the field manager of what the test bed installs.
 const installFieldManager = "groundcloud-test-bed"
+
+// agentDaemonSet is the agents' DaemonSet in kube-system (deploy/).
+const agentDaemonSet = "groundcloud-agent"
 
 // install installs kube-proxy and cluster DNS, then groundcloud as docs/install.md says:
 // the cloud-config and gossip-key Secrets, then deploy/ and deploy/router/
@@ -198,4 +202,29 @@ func (c *Cluster) cloudConfig() string {
 		b.WriteString(c.Opts.CloudConfigFor(c))
 	}
 	return b.String()
+}
+
+// SetCloudConfig replaces the cloud-config (the Secret's file, and
+// CloudConfig with it) and restarts the agents, which read it only at
+// start, as `kubectl rollout restart` does; it returns once the agent
+// DaemonSet has rolled out. The controller manager applies the change on
+// its own.
+func (c *Cluster) SetCloudConfig(ctx context.Context, conf string) error {
+	secrets := c.Client.CoreV1().Secrets(metav1.NamespaceSystem)
+	s, err := secrets.Get(ctx, "groundcloud-cloud-config", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	s.Data = map[string][]byte{"cloud.conf": []byte(conf)}
+	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update the cloud-config: %w", err)
+	}
+	c.CloudConfig = conf
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	if _, err := c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).Patch(ctx, agentDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("restart the agents: %w", err)
+	}
+	return c.poll(ctx, "the agents' restart", func(ctx context.Context) (string, error) {
+		return c.daemonSetRolledOut(ctx, metav1.NamespaceSystem, agentDaemonSet)
+	})
 }
