@@ -310,6 +310,10 @@ func Failed(c bfd.Change) bool {
 	return c.From == bfd.Up && c.To == bfd.Down && !(c.Diag == bfd.DiagNeighborDown && c.RemoteDiag == bfd.DiagAdminDown)
 }
 
+// idleHoldAfterReset is the seconds GoBGP waits after a reset before it
+// connects again.
+const idleHoldAfterReset = 1
+
 // apiPeer is GoBGP's configuration of p.
 func apiPeer(p Peer) *api.Peer {
 	ap := &api.Peer{
@@ -320,6 +324,11 @@ func apiPeer(p Peer) *api.Peer {
 		Timers: &api.Timers{Config: &api.TimersConfig{
 			HoldTime: uint64(p.HoldTime / time.Second), KeepaliveInterval: uint64(p.KeepaliveTime / time.Second),
 			ConnectRetry: 5,
+			// After a reset (BFD went down) GoBGP waits this long before
+			// it connects again; its default, 30 s, would keep the host's
+			// routes away that long once the path is back. 0 means the
+			// default to GoBGP.
+			IdleHoldTimeAfterReset: idleHoldAfterReset,
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port), PassiveMode: p.Passive},
 	}

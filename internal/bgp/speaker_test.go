@@ -267,7 +267,8 @@ func TestStart(t *testing.T) {
 	}
 }
 
-// TestPeerTimers: the hold and keepalive times GoBGP runs a peer with,
+// TestPeerTimers: the hold, keepalive and idle-after-reset times GoBGP
+// runs a peer with,
 // from the speaker's configuration of it. GoBGP takes a hold time of 0
 // for unset and runs 90s, which is why the cloud-config refuses 0.
 func TestPeerTimers(t *testing.T) {
@@ -300,6 +301,11 @@ func TestPeerTimers(t *testing.T) {
 			}
 			if got.HoldTime != tt.wantHold || got.KeepaliveInterval != tt.wantAlive {
 				t.Errorf("GoBGP runs hold time %ds, keepalive %ds; want %ds, %ds", got.HoldTime, got.KeepaliveInterval, tt.wantHold, tt.wantAlive)
+			}
+			// A session reset when BFD went down connects again after
+			// 1 s, not GoBGP's default of 30 s.
+			if got.IdleHoldTimeAfterReset != 1 {
+				t.Errorf("GoBGP waits %ds after a reset, want 1s", got.IdleHoldTimeAfterReset)
 			}
 		})
 	}
