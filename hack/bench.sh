@@ -10,6 +10,8 @@
 #   GROUNDCLOUD_BENCH_TRIALS=n             failover trials per scenario (default 10; BGP 5)
 #   GROUNDCLOUD_BENCH_ROUNDS=n             data-plane rounds (default 3)
 #   GROUNDCLOUD_BENCH_DURATION=5s          length of one data-plane measurement
+#   GROUNDCLOUD_BENCH_STABILITY=10m        time under CPU load and packet loss per
+#                                          implementation (failover stability)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,5 +62,5 @@ GROUNDCLOUD_TOOLS_BIN=$(hack/tools/build.sh)
 export GROUNDCLOUD_TOOLS_BIN GROUNDCLOUD_BENCH=1 GROUNDCLOUD_BENCH_DOCS="$PWD/docs/benchmarks.md"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-go test -count=1 -p 1 -timeout 90m -v -run "${1:-.}" ./test/bench/ >"$log" 2>&1 || { cat "$log"; exit 1; }
+go test -count=1 -p 1 -timeout 180m -v -run "${1:-.}" ./test/bench/ >"$log" 2>&1 || { cat "$log"; exit 1; }
 grep '^BENCH ' "$log"

@@ -124,8 +124,8 @@ func TestBGPBenchmark(t *testing.T) {
 func startBGPBench(t *testing.T) (*bench, *nexthops, *frr.Instance) {
 	t.Helper()
 	b := startClusterBench(t, realcluster.Options{
-		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client", "frr"}},
-		Workers:  2,
+		Topology:       netlab.Topology{LBHosts: lbHosts, Clients: []string{"client", "frr"}},
+		Workers:        2,
 		CloudConfigFor: func(c *realcluster.Cluster) string { return bgpBenchConfig(c, false) },
 	})
 	r, err := b.c.StartFRR(t.Context(), b.c.Clients["frr"])

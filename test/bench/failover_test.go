@@ -84,18 +84,26 @@ func TestFailoverBenchmark(t *testing.T) {
 				results = append(results, b.run(t, impl, f, vips[impl], b.l2Watch(vips[impl]), trials))
 			}
 		}
+		// The fast detector: memberlist tuned (fastDetection).
+		b.setAgentArgs(t, append([]string{"--ownership-hold-down=" + benchHoldDown.String()}, fastDetection...)...)
+		for _, f := range b.faults(d) {
+			results = append(results, b.run(t, implFast, f, vips[implPassthrough], b.l2Watch(vips[implPassthrough]), trials))
+		}
 	})
 	t.Run("keepalived", func(t *testing.T) {
 		// The agents program the same data plane and hold no address.
 		b.setAgentArgs(t, "--vip-ownership=none")
 		vip := vips[implPassthrough]
-		ka := b.startKeepalived(t, vip)
-		d := daemon{
-			kill:    func(t *testing.T, i int) { killGroup(t, ka.procs[i]) },
-			restart: func(t *testing.T, i int) { ka.start(t, i) },
-		}
-		for _, f := range b.faults(d) {
-			results = append(results, b.run(t, "keepalived", f, vip, b.l2Watch(vip), trials))
+		for _, impl := range []string{implKeepalived, implKeepalivedFast} {
+			ka := b.startKeepalived(t, vip, keepalivedTimers[impl])
+			d := daemon{
+				kill:    func(t *testing.T, i int) { killGroup(t, ka.procs[i]) },
+				restart: func(t *testing.T, i int) { ka.start(t, i) },
+			}
+			for _, f := range b.faults(d) {
+				results = append(results, b.run(t, impl, f, vip, b.l2Watch(vip), trials))
+			}
+			ka.stop()
 		}
 	})
 	for _, s := range results {
@@ -107,11 +115,29 @@ func TestFailoverBenchmark(t *testing.T) {
 	}
 }
 
-// The groundcloud scenarios, named by forwarding mode.
+// The scenarios: groundcloud by forwarding mode and failure detector,
+// keepalived by timers.
 const (
-	implPassthrough = "groundcloud"
-	implProxy       = "groundcloud-proxy"
+	implPassthrough    = "groundcloud"
+	implProxy          = "groundcloud-proxy"
+	implFast           = "groundcloud-fast"
+	implKeepalived     = "keepalived"
+	implKeepalivedFast = "keepalived-fast"
 )
+
+// fastDetection are the agent flags of the fast failure detector:
+// memberlist probing every 100 ms with a 50 ms timeout, and a suspected
+// host declared dead after one more probe interval
+// (docs/high-availability.md, "Faster failover").
+var fastDetection = []string{"--gossip-probe-interval=100ms", "--gossip-probe-timeout=50ms", "--gossip-suspicion-multiplier=1"}
+
+// keepalivedTimers are the VRRP settings of the keepalived scenarios: its
+// defaults (VRRPv2, an advertisement a second), and its fastest (VRRPv3,
+// an advertisement every centisecond).
+var keepalivedTimers = map[string]string{
+	implKeepalived:     "advert_int 1",
+	implKeepalivedFast: "version 3\n  advert_int 0.01",
+}
 
 // bench is a failover test bed: load-balancer hosts, a client, and a
 // record of who holds which address.
@@ -389,15 +415,15 @@ func killGroup(t *testing.T, p *netlab.Process) {
 }
 
 // keepalived runs keepalived's VRRP on every LB host, holding one
-// address with the default timers (advert_int 1, preemption on): lb-1 has
-// priority 150 and is the master, the others 100.
+// address with the given timers (keepalivedTimers; preemption on): lb-1
+// has priority 150 and is the master, the others 100.
 type keepalived struct {
 	b     *bench
 	dir   string
 	procs []*netlab.Process
 }
 
-func (b *bench) startKeepalived(t *testing.T, vip netip.Addr) *keepalived {
+func (b *bench) startKeepalived(t *testing.T, vip netip.Addr, timers string) *keepalived {
 	t.Helper()
 	ka := &keepalived{b: b, dir: t.TempDir(), procs: make([]*netlab.Process, len(b.lbs))}
 	for i, h := range b.lbs {
@@ -413,23 +439,28 @@ vrrp_instance groundcloud_bench {
   interface %s
   virtual_router_id 51
   priority %d
-  advert_int 1
+  %s
   virtual_ipaddress {
     %s/32 dev %s
   }
 }
-`, h.Name, h.Iface, prio, vip, h.Iface)
+`, h.Name, h.Iface, prio, timers, vip, h.Iface)
 		must(t, os.WriteFile(filepath.Join(ka.dir, h.Name+".conf"), []byte(conf), 0o644))
 		ka.start(t, i)
 	}
-	t.Cleanup(func() {
-		for _, p := range ka.procs {
-			if p != nil {
-				_ = p.Stop()
-			}
-		}
-	})
+	t.Cleanup(ka.stop)
 	return ka
+}
+
+// stop stops every keepalived (each removes its address); safe to call
+// more than once.
+func (ka *keepalived) stop() {
+	for i, p := range ka.procs {
+		if p != nil {
+			_ = p.Stop()
+			ka.procs[i] = nil
+		}
+	}
 }
 
 func (ka *keepalived) start(t *testing.T, i int) {

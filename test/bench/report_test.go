@@ -50,7 +50,7 @@ func (s scenario) line() string {
 func failoverSection(t *testing.T, results []scenario, trials int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Failover\n\n")
-	fmt.Fprintf(&b, "How long new connections to a virtual IP fail when the load-balancer host holding it fails, and whether established connections survive: groundcloud (`--vip-ownership=memberlist`, default failure detection) next to keepalived (VRRP, default timers) on the same hosts and the same data plane. Written by `make bench` on %s; not a pass/fail test.\n\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "How long new connections to a virtual IP fail when the load-balancer host holding it fails, and whether established connections survive: groundcloud (`--vip-ownership=memberlist`, default failure detection, and the fast detector) next to keepalived (VRRP, default timers and its fastest) on the same hosts and the same data plane. Whether the fast settings move an address when nothing failed is the section [Failover under load and loss](#failover-under-load-and-loss). Written by `make bench` on %s; not a pass/fail test.\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "### Machine and versions\n\n")
 	for _, l := range machine(t) {
 		fmt.Fprintf(&b, "- %s\n", l)
@@ -97,6 +97,18 @@ func summary(results []scenario) string {
 		}
 		b.WriteString("\n")
 	}
+	fast, kaFast := byKey[implFast+"/link-down"], byKey[implKeepalivedFast+"/link-down"]
+	if len(gc.trials) > 0 && len(fast.trials) > 0 {
+		g, _, _, _, _, _ := gc.gaps()
+		f, _, _, _, _, _ := fast.gaps()
+		fmt.Fprintf(&b, "With the fast detector (%s), the gap is %s (p50; at most %s) instead of %s.", "`"+strings.Join(fastDetection, " ")+"`",
+			seconds(percentile(f, 50)), seconds(percentile(f, 100)), seconds(percentile(g, 50)))
+		if len(kaFast.trials) > 0 {
+			k, _, _, _, _, _ := kaFast.gaps()
+			fmt.Fprintf(&b, " keepalived with an advertisement every 10 ms (VRRPv3): %s (p50; at most %s).", seconds(percentile(k, 50)), seconds(percentile(k, 100)))
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("When only the daemon is killed (kill-9), its host keeps the address and the nftables rules and goes on forwarding until clients follow the new holder's announcements, so new connections barely notice with either; the takeover column of the raw numbers shows when the other host took the address.\n")
 	for _, s := range results {
 		if _, _, _, _, broken, held := s.gaps(); broken > 0 {
@@ -126,11 +138,15 @@ const method = `
 - groundcloud: the agents of deploy/ (` + "`--vip-ownership=memberlist`" + `, default
   failure detection: probe every 200 ms, 100 ms timeout, suspicion 2 probe
   intervals) plus ` + "`--ownership-hold-down=3s`" + `, which only shortens the
-  return between trials.
+  return between trials. groundcloud-fast: the same with the fast
+  detector, ` + "`--gossip-probe-interval=100ms --gossip-probe-timeout=50ms --gossip-suspicion-multiplier=1`" + `,
+  on the passthrough Service.
 - keepalived: the Debian package, VRRP only, in each load-balancer host's
   namespace, holding the passthrough Service's virtual IP with its default
   timers (advert_int 1, preemption, default gratuitous ARP settings);
-  priority 150 on lb-1, 100 on lb-2. The agents run with
+  priority 150 on lb-1, 100 on lb-2. keepalived-fast: the same with its
+  fastest advertisements (` + "`version 3`" + `, ` + "`advert_int 0.01`" + `: the backup
+  takes over after about 3 missed advertisements, 30 to 40 ms). The agents run with
   ` + "`--vip-ownership=none`" + `: they program the same data plane and hold no
   address.
 - Client: from the client host, a new TCP connection to the virtual IP
