@@ -34,10 +34,11 @@ var (
 	bgpPool6 = "2001:db8:bb::1-2001:db8:bb::f"
 )
 
-// bgpCloudConfig is pool "bgp" and the router's [BGPPeer] sections.
+// bgpCloudConfig is pool "bgp" and the router's [BGPPeer] sections, BFD
+// on the IPv4 one (the router's side: realcluster.EnableBFD).
 func bgpCloudConfig(c *realcluster.Cluster) string {
 	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\n\n", bgpPool4, bgpPool6) +
-		realcluster.BGPPeers(c.Clients["frr"])
+		realcluster.BGPPeersBFD(c.Clients["frr"])
 }
 
 // bgpResult is what the summary shows of the BGP example.
@@ -47,6 +48,7 @@ type bgpResult struct {
 	hosts    []string // the load-balancer hosts, which advertise it
 	routeCmd string   // the vtysh command that shows the router's route
 	route    string   // its output
+	bfdCmd   string   // the vtysh command that shows the router's BFD sessions
 	curl     string   // the command that reaches the address
 	answer   string   // its first answer
 	logs     string   // the router's directory, with its logs
@@ -96,6 +98,9 @@ func startBGP(ctx context.Context, c *realcluster.Cluster, dir string) (*frr.Ins
 	if err != nil {
 		return nil, res, err
 	}
+	if err := realcluster.EnableBFD(ctx, r); err != nil {
+		return r, res, err
+	}
 	res.logs = r.Dir()
 	if err := os.WriteFile(frrRecord(dir), []byte(r.Dir()+"\n"), 0o644); err != nil {
 		return r, res, err
@@ -137,6 +142,7 @@ func startBGP(ctx context.Context, c *realcluster.Cluster, dir string) (*frr.Ins
 		return r, res, fmt.Errorf("%s is not routed through every load-balancer host (next hops %v, want %v) or does not answer from the client host (router logs in %s): %w", res.vip, hops, want, r.Log("bgpd"), err)
 	}
 	res.routeCmd = r.ShellCommand("show ip route " + route.String())
+	res.bfdCmd = r.ShellCommand("show bfd peers brief")
 	out, err := r.VTY(ctx, "show ip route "+route.String())
 	if err != nil {
 		return r, res, err
@@ -188,8 +194,14 @@ func bgpSummary(res bgpResult) string {
 
   answers: %[7]s
 
-  The router's logs: %[8]s/ (zebra.log, bgpd.log)
-`, res.manifest, res.vip, strings.Join(res.hosts, ", "), res.routeCmd, indent(res.route), res.curl, res.answer, res.logs)
+  The IPv4 sessions run BFD (bfd = true, 100 ms, times 3): a host that
+  dies or loses its link is dropped from the route after 300 ms, not
+  after the 3 s hold time. The router's BFD sessions with the hosts:
+
+    %[9]s
+
+  The router's logs: %[8]s/ (zebra.log, bfdd.log, bgpd.log)
+`, res.manifest, res.vip, strings.Join(res.hosts, ", "), res.routeCmd, indent(res.route), res.curl, res.answer, res.logs, res.bfdCmd)
 }
 
 func indent(s string) string {

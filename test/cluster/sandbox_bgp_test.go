@@ -18,6 +18,7 @@ import (
 // What checkSandboxBGP reads in the summary of `up --bgp`.
 var (
 	vtyshLineRE = regexp.MustCompile(`^\s+(ip netns exec (\S+) vtysh --vty_socket (\S+) -c '(show ip route (\S+))')$`)
+	bfdLineRE   = regexp.MustCompile(`^\s+(ip netns exec \S+ vtysh --vty_socket \S+ -c 'show bfd peers brief')$`)
 	curlBGPRE   = regexp.MustCompile(`^\s+(ip netns exec (\S+) curl http://\S+)$`)
 	answersRE   = regexp.MustCompile(`^\s+answers: (.*)$`)
 	kubeconfRE  = regexp.MustCompile(`^\s+export KUBECONFIG=(\S+)$`)
@@ -29,6 +30,8 @@ var (
 //   - the vtysh command works and shows the router's route to the
 //     address; the route, as printed and as the router has it in its
 //     kernel, has a next hop per load-balancer host (ECMP);
+//   - the BFD command works and shows a session up with every
+//     load-balancer host;
 //   - the curl command, from the client behind the router, is answered by
 //     the example's Pods on both workers, which see the client's own
 //     address (passthrough forwarding, externalTrafficPolicy Local), as
@@ -65,6 +68,18 @@ func checkSandboxBGP(t *testing.T, summary []string) string {
 	}
 	if hops, err := frr.ParseNexthops(out, prefix); err != nil || !slices.Equal(hops, lbs) {
 		t.Errorf("the router's route to %s goes to %v (%v), want every load-balancer host %v", prefix, hops, err, lbs)
+	}
+
+	bfdCmd := summaryMatch(t, summary, bfdLineRE)[1]
+	out, err = exec.CommandContext(ctx, "sh", "-c", bfdCmd).CombinedOutput()
+	if err != nil {
+		t.Errorf("%s: %v\n%s", bfdCmd, err, out)
+	}
+	for _, a := range lbs {
+		// "<id> <local> <peer> up"
+		if !regexp.MustCompile(`(?m)\s` + regexp.QuoteMeta(a.String()) + `\s+up\s*$`).Match(out) {
+			t.Errorf("%s shows no session up with %s:\n%s", bfdCmd, a, out)
+		}
 	}
 
 	curl := summaryMatch(t, summary, curlBGPRE)
