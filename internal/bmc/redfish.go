@@ -29,13 +29,41 @@ type Redfish struct {
 // (the caller bounds it with b.Timeout). Credentials are read from their
 // files now, so a rotated Secret applies at the next poll.
 func (r Redfish) Query(ctx context.Context, b *config.BMC) (Answer, error) {
+	var a Answer
+	err := r.withSystem(ctx, b, func(sys *schemas.ComputerSystem) error {
+		a = Answer{
+			PowerState:   string(sys.PowerState),
+			Model:        sys.Model,
+			SerialNumber: sys.SerialNumber,
+			BIOSVersion:  sys.BiosVersion,
+		}
+		return nil
+	})
+	return a, err
+}
+
+// PowerOff asks b to power its system off at once (Redfish
+// ComputerSystem.Reset with ResetType ForceOff), within ctx and b.Timeout:
+// fencing. It returns once the BMC accepted the request; the power state
+// itself is followed by the polls.
+func (r Redfish) PowerOff(ctx context.Context, b *config.BMC) error {
+	return r.withSystem(ctx, b, func(sys *schemas.ComputerSystem) error {
+		if _, err := sys.Reset(schemas.ForceOffResetType); err != nil {
+			return fmt.Errorf("redfish ForceOff of %s: %w", sys.ODataID, err)
+		}
+		return nil
+	})
+}
+
+// withSystem connects to b and calls fn with its system.
+func (r Redfish) withSystem(ctx context.Context, b *config.BMC, fn func(*schemas.ComputerSystem) error) error {
 	user, pass, err := credentials(b)
 	if err != nil {
-		return Answer{}, err
+		return err
 	}
 	tc, err := tlsConfig(b)
 	if err != nil {
-		return Answer{}, err
+		return err
 	}
 	tr := &http.Transport{
 		DialContext:         r.DialContext,
@@ -54,18 +82,13 @@ func (r Redfish) Query(ctx context.Context, b *config.BMC) (Answer, error) {
 		NoModifyTransport: true,
 	})
 	if err != nil {
-		return Answer{}, fmt.Errorf("redfish service root: %w", err)
+		return fmt.Errorf("redfish service root: %w", err)
 	}
 	sys, err := findSystem(c, b.System)
 	if err != nil {
-		return Answer{}, err
+		return err
 	}
-	return Answer{
-		PowerState:   string(sys.PowerState),
-		Model:        sys.Model,
-		SerialNumber: sys.SerialNumber,
-		BIOSVersion:  sys.BiosVersion,
-	}, nil
+	return fn(sys)
 }
 
 // findSystem finds the system id names (an @odata.id, an Id, or "" for the

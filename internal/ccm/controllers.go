@@ -12,6 +12,7 @@ import (
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
 
+	"github.com/groundcloud/groundcloud/internal/bmc"
 	"github.com/groundcloud/groundcloud/internal/lbclass"
 	"github.com/groundcloud/groundcloud/internal/outofservice"
 	"github.com/groundcloud/groundcloud/internal/provider"
@@ -101,7 +102,7 @@ func startOutOfServiceController(ic app.ControllerInitContext, cfg *config.Compl
 		outofservice.RegisterMetrics()
 		nodes := cfg.SharedInformers.Core().V1().Nodes()
 		c := outofservice.New(cfg.ClientBuilder.ClientOrDie(ic.ClientName), nodes.Lister(), nodes.Informer().HasSynced,
-			p.Config, p.Power())
+			p.Config, p.Power(), bmc.Redfish{})
 		logger := klog.FromContext(ctx).WithName(outofservice.ControllerName)
 		go c.Run(klog.NewContext(ctx, logger))
 		return nil, true, nil

@@ -163,6 +163,7 @@ var bmcKeys = []keySpec{
 			"an older one is ignored, as if the BMC had not answered.",
 	},
 	outOfServiceMachineKey,
+	fenceMachineKey,
 }
 
 // checkBMC checks the rules across a machine's bmc- keys, given the line
@@ -198,6 +199,9 @@ func checkBMC(m *Machine, b BMC, given map[string]int, label string, p *problems
 			line, key = given["bmc-poll-interval"], "bmc-poll-interval"
 		}
 		p.add(line, label, key, "bmc-timeout %s is longer than bmc-poll-interval %s", b.Timeout, b.PollInterval)
+	}
+	if m.Fence == FencePowerOff && m.OutOfService == OutOfServiceOff {
+		p.add(given["bmc-fence"], label, "bmc-fence", "power-off, but bmc-out-of-service = off: a fenced machine's Node would never be tainted; set bmc-out-of-service = taint")
 	}
 	m.BMC = &b
 }

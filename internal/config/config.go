@@ -34,6 +34,9 @@ type Global struct {
 	// keys (outofservice.go).
 	BMCOutOfService      OutOfService
 	BMCOutOfServiceGrace time.Duration
+	// BMCFence and BMCFenceAfter are the bmc-fence keys (outofservice.go).
+	BMCFence      Fence
+	BMCFenceAfter time.Duration
 }
 
 // HealthCheckKind is how agents probe a node for externalTrafficPolicy
@@ -80,6 +83,9 @@ type Machine struct {
 	// OutOfService is the machine's bmc-out-of-service; "" means
 	// [Global]'s (see Config.OutOfServiceOf).
 	OutOfService OutOfService
+	// Fence is the machine's bmc-fence; "" means [Global]'s (see
+	// Config.FenceOf).
+	Fence Fence
 }
 
 // Pool is a [Pool "name"] section.

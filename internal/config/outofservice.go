@@ -22,6 +22,39 @@ const (
 // DefaultOutOfServiceGrace is the default of bmc-out-of-service-grace.
 const DefaultOutOfServiceGrace = 30 * time.Second
 
+// Fence is whether the controller manager powers off, through its BMC, a
+// machine whose Node has been NotReady for long while the BMC says On.
+type Fence string
+
+const (
+	// FenceOff never powers a machine off.
+	FenceOff Fence = "off"
+	// FencePowerOff powers off (Redfish ForceOff) a machine whose Node has
+	// been NotReady for bmc-fence-after while its BMC says On, so that its
+	// Node can then be tainted out of service.
+	FencePowerOff Fence = "power-off"
+)
+
+// DefaultFenceAfter is the default of bmc-fence-after.
+const DefaultFenceAfter = 2 * time.Minute
+
+var fenceValue = valueType[Fence]{
+	name:  "fence mode",
+	doc:   "`off` or `power-off`, in any case.",
+	parse: parseFence,
+}
+
+func parseFence(s string) (Fence, error) {
+	switch f := Fence(strings.ToLower(s)); f {
+	case FenceOff, FencePowerOff:
+		return f, nil
+	}
+	if s == "" {
+		return "", errEmpty
+	}
+	return "", fmt.Errorf("%q is not a fence mode; use off or power-off", s)
+}
+
 var outOfServiceValue = valueType[OutOfService]{
 	name:  "out-of-service mode",
 	doc:   "`off` or `taint`, in any case.",
@@ -57,12 +90,49 @@ var outOfServiceGlobalKeys = []keySpec{
 		doc: "How long a machine's BMC must have said `Off`, in every fresh answer, before its NotReady Node is tainted out of service. " +
 			"An answer `On`, an error, or no fresh answer starts the wait again.",
 	},
+	{
+		section: globalSection, name: "bmc-fence", dflt: string(FenceOff),
+		value: assign(fenceValue, func(t *target) *Fence { return &t.global.BMCFence }),
+		doc: "Fencing of machines whose Node is tainted out of service (`bmc-out-of-service = taint`) and that hang instead of dying: " +
+			"`power-off` has the controller manager power off, through the BMC (Redfish `ComputerSystem.Reset`, `ForceOff`), a machine whose Node " +
+			"has been NotReady for `bmc-fence-after` while its BMC says `On` in a fresh answer; once the BMC says `Off` for the grace, the Node is " +
+			"tainted as for any machine that is off. A machine is never powered off while its Node is Ready, nor on a BMC's error or an old answer. " +
+			"`off` never powers a machine off. A `[Machine]` may say otherwise ([docs/controller-manager.md](controller-manager.md#fencing)).",
+	},
+	{
+		section: globalSection, name: "bmc-fence-after", dflt: DefaultFenceAfter.String(),
+		value: assign(positiveSeconds, func(t *target) *time.Duration { return &t.global.BMCFenceAfter }),
+		doc: "How long a Node must have been NotReady (since its Ready condition last changed) before its machine is fenced; " +
+			"also the least time between two power-offs of one machine. Shorter moves a hung machine's workloads sooner; " +
+			"longer leaves a machine whose kubelet or network only hiccups alone.",
+	},
 }
 
 var outOfServiceMachineKey = keySpec{
 	section: machineSection, name: "bmc-out-of-service", dfltDoc: "`bmc-out-of-service` of `[Global]`",
 	value: assign(outOfServiceValue, func(t *target) *OutOfService { return &t.machine.OutOfService }),
 	doc:   "`taint` or `off` for this machine, overriding `bmc-out-of-service` of `[Global]`. Needs `bmc-url`.",
+}
+
+var fenceMachineKey = keySpec{
+	section: machineSection, name: "bmc-fence", dfltDoc: "`bmc-fence` of `[Global]`",
+	value: assign(fenceValue, func(t *target) *Fence { return &t.machine.Fence }),
+	doc:   "`power-off` or `off` for this machine, overriding `bmc-fence` of `[Global]`. Needs `bmc-url`, and acts only where the machine's `bmc-out-of-service` is `taint`.",
+}
+
+// FenceOf returns whether m may be powered off by fencing: the machine's
+// own bmc-fence, else the [Global] one; always off where its Node is not
+// tainted out of service (OutOfServiceOf) or it has no BMC.
+func (c *Config) FenceOf(m *Machine) Fence {
+	switch {
+	case c.OutOfServiceOf(m) != OutOfServiceTaint:
+		return FenceOff
+	case m.Fence != "":
+		return m.Fence
+	case c.Global.BMCFence != "":
+		return c.Global.BMCFence
+	}
+	return FenceOff
 }
 
 // OutOfServiceOf returns whether m's Node may be tainted out of service:

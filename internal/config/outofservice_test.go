@@ -54,3 +54,50 @@ func TestOutOfServiceBad(t *testing.T) {
 		}
 	}
 }
+
+// TestFence: bmc-fence is off by default; power-off applies only where the
+// machine's Node is tainted out of service; a machine overrides [Global].
+func TestFence(t *testing.T) {
+	const bmc = "bmc-url = https://10.0.9.11\nbmc-insecure-skip-verify = true\n"
+	tests := []struct {
+		name      string
+		global    string
+		machine   string
+		want      Fence
+		wantAfter time.Duration
+	}{
+		{name: "off by default", global: "bmc-out-of-service = taint\n", machine: bmc, want: FenceOff, wantAfter: DefaultFenceAfter},
+		{name: "global power-off", global: "bmc-out-of-service = taint\nbmc-fence = Power-Off\nbmc-fence-after = 90s\n", machine: bmc, want: FencePowerOff, wantAfter: 90 * time.Second},
+		{name: "machine opts in", machine: bmc + "bmc-out-of-service = taint\nbmc-fence = power-off\n", want: FencePowerOff, wantAfter: DefaultFenceAfter},
+		{name: "machine opts out", global: "bmc-out-of-service = taint\nbmc-fence = power-off\n", machine: bmc + "bmc-fence = off\n", want: FenceOff, wantAfter: DefaultFenceAfter},
+		{name: "never without the out-of-service taint", global: "bmc-fence = power-off\n", machine: bmc, want: FenceOff, wantAfter: DefaultFenceAfter},
+		{name: "never without a BMC", global: "bmc-out-of-service = taint\nbmc-fence = power-off\n", want: FenceOff, wantAfter: DefaultFenceAfter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("c", []byte("[Global]\nregion = eu\n"+tt.global+"[Machine \"m\"]\n"+tt.machine))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.FenceOf(c.Machines["m"]); got != tt.want {
+				t.Errorf("FenceOf = %q, want %q", got, tt.want)
+			}
+			if c.Global.BMCFenceAfter != tt.wantAfter {
+				t.Errorf("fence after = %s, want %s", c.Global.BMCFenceAfter, tt.wantAfter)
+			}
+		})
+	}
+	_, err := Parse("c", []byte("[Global]\nregion = eu\nbmc-fence = reboot\nbmc-fence-after = 1m30\n"+
+		"[Machine \"m\"]\nbmc-fence = power-off\n"+ // 5-6
+		"[Machine \"n\"]\n"+bmc+"bmc-out-of-service = off\nbmc-fence = power-off\n")) // 7-11
+	for _, want := range []string{
+		`c:3: [Global] bmc-fence: "reboot" is not a fence mode; use off or power-off`,
+		`c:4: [Global] bmc-fence-after: "1m30" is not a duration in whole seconds`,
+		`c:6: [Machine "m"] bmc-fence: needs bmc-url`,
+		`c:11: [Machine "n"] bmc-fence: power-off, but bmc-out-of-service = off`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -23,7 +23,8 @@ var defaultHealthCheck = ClusterHealthCheck{Kind: HealthCheckHTTP, Port: 10256, 
 
 func newConfig(opts ...func(*Config)) *Config {
 	c := &Config{Global: Global{Region: "eu", ClusterHealthCheck: defaultHealthCheck,
-		BMCOutOfService: OutOfServiceOff, BMCOutOfServiceGrace: DefaultOutOfServiceGrace}, Machines: map[string]*Machine{}}
+		BMCOutOfService: OutOfServiceOff, BMCOutOfServiceGrace: DefaultOutOfServiceGrace,
+		BMCFence: FenceOff, BMCFenceAfter: DefaultFenceAfter}, Machines: map[string]*Machine{}}
 	for _, o := range opts {
 		o(c)
 	}

@@ -111,6 +111,9 @@ allow-node-set-labels = false
 ; Nodes of machines whose BMC says Off stay NotReady until a person acts
 bmc-out-of-service = off
 bmc-out-of-service-grace = 30s
+; machines tainted out of service that hang are not powered off
+bmc-fence = off
+bmc-fence-after = 2m
 
 [Machine "web-1"]
 zone = rack-a
@@ -133,6 +136,8 @@ bmc-timeout = 5s
 bmc-poll-interval = 30s
 ; taint its Node out of service once the BMC has said Off for the grace
 bmc-out-of-service = taint
+; and power it off through the BMC when its Node is NotReady for 2m while On
+bmc-fence = power-off
 
 [Machine "db-1"]
 zone = rack-b

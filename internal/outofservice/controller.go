@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,12 @@ type PowerStatus interface {
 	Status(machine string) (bmc.Status, bool)
 }
 
+// Fencer powers a machine off through its BMC; bmc.Redfish is the real
+// one.
+type Fencer interface {
+	PowerOff(ctx context.Context, b *config.BMC) error
+}
+
 // Controller taints and untaints Nodes; see the package doc.
 type Controller struct {
 	client  kubernetes.Interface
@@ -44,6 +51,13 @@ type Controller struct {
 	bcast   record.EventBroadcaster
 	now     func() time.Time
 	applied map[string]bool // Nodes with our marked taint, for the gauge
+	fencer  Fencer
+	// fenced is when each Node's machine was last powered off (started);
+	// only the sync loop reads and writes it.
+	fenced map[string]time.Time
+	// fences are the power-offs under way, each in a goroutine of its
+	// own (a BMC may take its whole timeout to answer).
+	fences sync.WaitGroup
 }
 
 // EventComponent is the source of the controller's Events.
@@ -52,17 +66,18 @@ const EventComponent = "groundcloud-bmc-out-of-service"
 // New returns a controller over the shared Node informer's cache, the
 // cloud-config and the BMC poller's cache; it does nothing until Run.
 func New(client kubernetes.Interface, nodes corelisters.NodeLister, synced func() bool,
-	current func() *config.Config, power PowerStatus) *Controller {
+	current func() *config.Config, power PowerStatus, fencer Fencer) *Controller {
 	b := record.NewBroadcaster()
-	return &Controller{client: client, nodes: nodes, synced: synced, config: current, power: power,
+	return &Controller{client: client, nodes: nodes, synced: synced, config: current, power: power, fencer: fencer,
 		bcast: b, events: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent}),
-		now: time.Now, applied: map[string]bool{}}
+		now: time.Now, applied: map[string]bool{}, fenced: map[string]time.Time{}}
 }
 
 // Run looks at every Node each SyncInterval until ctx is done.
 func (c *Controller) Run(ctx context.Context) {
 	c.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
 	defer c.bcast.Shutdown()
+	defer c.fences.Wait()
 	t := time.NewTicker(SyncInterval)
 	defer t.Stop()
 	for {
@@ -95,6 +110,11 @@ func (c *Controller) SyncAll(ctx context.Context) {
 			delete(c.applied, name)
 		}
 	}
+	for name := range c.fenced {
+		if !seen[name] {
+			delete(c.fenced, name)
+		}
+	}
 	tainted.Set(float64(len(c.applied)))
 }
 
@@ -109,6 +129,10 @@ func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Nod
 	logger := klog.FromContext(ctx).WithValues("node", klog.KObj(n), "action", d.Action.String(),
 		"powerState", o.Status.Answer.PowerState, "offSince", o.Status.OffSince, "answeredAt", o.Status.AnsweredAt,
 		"ready", readyWord(o.Ready), "grace", o.Grace)
+	if d.Action == Fence {
+		c.fence(ctx, logger, n, d.Why)
+		return
+	}
 	if err := c.write(ctx, n, d.Action); err != nil {
 		actions.WithLabelValues(d.Action.String(), "error").Inc()
 		logger.Error(err, "Cannot update the Node's out-of-service taint", "why", d.Why)
@@ -128,12 +152,42 @@ func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Nod
 	}
 }
 
+// fence powers n's machine off through its BMC, in a goroutine of its
+// own: a Warning Event says so first, with the evidence; then an Event
+// says whether the BMC accepted it. The BMC's polls then report Off, and
+// the Node is tainted after the grace as for any machine that is off.
+func (c *Controller) fence(ctx context.Context, logger klog.Logger, n *corev1.Node, why string) {
+	m := inventory.Lookup(c.config(), n).Machine
+	if m == nil || m.BMC == nil || c.fencer == nil {
+		return
+	}
+	b := *m.BMC
+	c.fenced[n.Name] = c.now()
+	logger.Info("Powering the machine off through its BMC (fencing)", "machine", m.Name, "why", why)
+	c.events.Eventf(n, corev1.EventTypeWarning, "Fencing", "Powering off machine %s through its BMC (ForceOff): %s", m.Name, why)
+	node := n.DeepCopy()
+	c.fences.Go(func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Timeout)
+		defer cancel()
+		if err := c.fencer.PowerOff(fctx, &b); err != nil {
+			actions.WithLabelValues(Fence.String(), "error").Inc()
+			logger.Error(err, "The BMC did not power the machine off; trying again after bmc-fence-after", "machine", m.Name)
+			c.events.Eventf(node, corev1.EventTypeWarning, "FenceFailed", "Machine %s was not powered off: %v. Tried again after bmc-fence-after", m.Name, err)
+			return
+		}
+		actions.WithLabelValues(Fence.String(), "success").Inc()
+		logger.Info("The BMC accepted the power-off", "machine", m.Name)
+		c.events.Eventf(node, corev1.EventTypeNormal, "Fenced", "The BMC of machine %s accepted ForceOff; the Node is tainted out of service once it has said Off for the grace", m.Name)
+	})
+}
+
 // observe gathers what Decide needs about n.
 func (c *Controller) observe(cfg *config.Config, n *corev1.Node) Observation {
-	o := Observation{Grace: cfg.Global.BMCOutOfServiceGrace, Now: c.now()}
+	o := Observation{Grace: cfg.Global.BMCOutOfServiceGrace, FenceAfter: cfg.Global.BMCFenceAfter, Now: c.now(), LastFenced: c.fenced[n.Name]}
 	// The machine as the provider finds it: by provider ID, then by name.
 	m := inventory.Lookup(cfg, n).Machine
 	o.Mode = cfg.OutOfServiceOf(m)
+	o.Fence = cfg.FenceOf(m)
 	if m != nil && m.BMC != nil {
 		s, ok := c.power.Status(m.Name)
 		o.Status, o.HasStatus = s, ok && s.BMC == *m.BMC
@@ -141,6 +195,9 @@ func (c *Controller) observe(cfg *config.Config, n *corev1.Node) Observation {
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady {
 			o.Ready = cond.Status
+			if cond.Status != corev1.ConditionTrue {
+				o.NotReadySince = cond.LastTransitionTime.Time
+			}
 		}
 	}
 	o.Tainted = slices.ContainsFunc(n.Spec.Taints, isOutOfService)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,7 +192,98 @@ func newTestController(t *testing.T, cfg *config.Config, power PowerStatus, node
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	events := record.NewFakeRecorder(10)
-	c := New(client, informer.Lister(), informer.Informer().HasSynced, func() *config.Config { return cfg }, power)
+	c := New(client, informer.Lister(), informer.Informer().HasSynced, func() *config.Config { return cfg }, power, nil)
 	c.events, c.now = events, func() time.Time { return now }
 	return c, client, events, ctx
+}
+
+// fencer records the machines it powers off; it fails while err is set.
+type fencer struct {
+	mu   sync.Mutex
+	urls []string
+	err  error
+}
+
+func (f *fencer) PowerOff(_ context.Context, b *config.BMC) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.urls = append(f.urls, b.URL)
+	return f.err
+}
+
+func (f *fencer) calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.urls)
+}
+
+// TestControllerFences: a machine with bmc-fence = power-off whose Node
+// has been NotReady for bmc-fence-after while its BMC says On is powered
+// off once, with a Warning Event that says why and one that says the BMC
+// accepted it; not again within bmc-fence-after; a Ready Node's machine
+// and one without fencing are never powered off; a refused power-off is a
+// FenceFailed Event.
+func TestControllerFences(t *testing.T) {
+	RegisterMetrics()
+	bmcOf := func(url string) *config.BMC {
+		return &config.BMC{URL: url, InsecureSkipVerify: true, Timeout: time.Second, PollInterval: 10 * time.Second}
+	}
+	cfg := &config.Config{
+		Global: config.Global{BMCOutOfService: config.OutOfServiceTaint, BMCOutOfServiceGrace: 30 * time.Second,
+			BMCFence: config.FencePowerOff, BMCFenceAfter: 2 * time.Minute},
+		Machines: map[string]*config.Machine{
+			"hung": {Name: "hung", BMC: bmcOf("https://hung")}, "fine": {Name: "fine", BMC: bmcOf("https://fine")},
+			"spared": {Name: "spared", BMC: bmcOf("https://spared"), Fence: config.FenceOff},
+		},
+	}
+	power := statuses{}
+	for name, m := range cfg.Machines {
+		power[name] = bmc.Status{BMC: *m.BMC, Answer: bmc.Answer{PowerState: bmc.PowerOn}, AnsweredAt: now, MaxAge: 30 * time.Second}
+	}
+	notReady := func(name string) *corev1.Node {
+		n := node(name, corev1.ConditionUnknown)
+		n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-3 * time.Minute))
+		return n
+	}
+	c, client, events, ctx := newTestController(t, cfg, power, notReady("hung"), node("fine", corev1.ConditionTrue), notReady("spared"))
+	f := &fencer{}
+	c.fencer = f
+
+	c.SyncAll(ctx)
+	c.fences.Wait()
+	if got := f.calls(); !slices.Equal(got, []string{"https://hung"}) {
+		t.Fatalf("powered off %v, want the hung machine's BMC only", got)
+	}
+	for _, want := range []string{"Warning Fencing Powering off machine hung through its BMC (ForceOff): the Node's Ready condition has been Unknown since", "Normal Fenced"} {
+		if e := <-events.Events; !strings.HasPrefix(e, want) {
+			t.Errorf("event %q, want %q...", e, want)
+		}
+	}
+	c.SyncAll(ctx)
+	c.fences.Wait()
+	if got := f.calls(); len(got) != 1 {
+		t.Errorf("powered off again within bmc-fence-after: %v", got)
+	}
+	for _, name := range []string{"hung", "fine", "spared"} {
+		if n := get(t, client, name); len(n.Spec.Taints) != 0 {
+			t.Errorf("%s tainted while its BMC says On: %v", name, n.Spec.Taints)
+		}
+	}
+
+	// Still On after bmc-fence-after, and the BMC refuses.
+	c.now = func() time.Time { return now.Add(2 * time.Minute) }
+	for name, s := range power {
+		s.AnsweredAt = now.Add(2 * time.Minute)
+		power[name] = s
+	}
+	f.err = errors.New("409 Conflict")
+	c.SyncAll(ctx)
+	c.fences.Wait()
+	if got := f.calls(); len(got) != 2 {
+		t.Errorf("not powered off again after bmc-fence-after: %v", got)
+	}
+	<-events.Events // Fencing
+	if e := <-events.Events; !strings.HasPrefix(e, "Warning FenceFailed Machine hung was not powered off: 409 Conflict") {
+		t.Errorf("event %q", e)
+	}
 }

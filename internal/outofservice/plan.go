@@ -36,10 +36,14 @@ const (
 	// Forget removes a mark whose taint someone else removed, so that a
 	// taint applied later by a person is not taken for ours.
 	Forget
+	// Fence powers the machine off through its BMC (bmc-fence =
+	// power-off); the Node is tainted later, once the BMC says Off for
+	// the grace.
+	Fence
 )
 
 func (a Action) String() string {
-	return [...]string{"none", "apply", "remove", "forget"}[a]
+	return [...]string{"none", "apply", "remove", "forget", "fence"}[a]
 }
 
 // Observation is what is known of one Node and its machine's BMC.
@@ -57,7 +61,15 @@ type Observation struct {
 	// Tainted: the Node has the out-of-service taint (any value or
 	// effect); Marked: it has MarkAnnotation.
 	Tainted, Marked bool
-	Now             time.Time
+	// Fence is the machine's bmc-fence (config.FenceOf), FenceAfter
+	// bmc-fence-after. NotReadySince is when the Node's Ready condition
+	// last changed, when it is not True (zero otherwise, or without the
+	// condition); LastFenced when this controller last powered the
+	// machine off (zero: not since it started).
+	Fence                     config.Fence
+	FenceAfter                time.Duration
+	NotReadySince, LastFenced time.Time
+	Now                       time.Time
 }
 
 // Decision is an Action and why, in words for an Event and a log line.
@@ -71,7 +83,10 @@ type Decision struct {
 // already, and its BMC has said Off in every fresh answer for the grace
 // period: a BMC that says On, fails, or whose answer is stale never leads
 // to a taint. Only a marked taint is removed, and only when the BMC says
-// On in a fresh answer and the Node is Ready.
+// On in a fresh answer and the Node is Ready. A machine is fenced (powered
+// off) only when fencing and the taint are on for it, its Node carries no
+// out-of-service taint and has been NotReady for FenceAfter, its BMC says
+// On in a fresh answer, and it was not fenced in the last FenceAfter.
 func Decide(o Observation) Decision {
 	ready := o.Ready == corev1.ConditionTrue
 	switch {
@@ -86,12 +101,31 @@ func Decide(o Observation) Decision {
 	case o.Mode != config.OutOfServiceTaint || ready || !o.HasStatus:
 		return forgetIf(o.Marked)
 	}
+	if d, ok := fence(o); ok {
+		return d
+	}
 	off := o.Status.OffFor(o.Now)
 	if off == 0 || off < o.Grace {
 		return forgetIf(o.Marked)
 	}
 	return Decision{Apply, fmt.Sprintf("the BMC has said PowerState Off in every answer since %s (%s, grace %s) and the Node's Ready condition is %s",
 		o.Status.OffSince.UTC().Format(time.RFC3339), off.Round(time.Second), o.Grace, readyWord(o.Ready))}
+}
+
+// fence decides whether to power the machine off; Decide has checked
+// that the taint is on, the Node NotReady and untainted, and that there
+// is a BMC status.
+func fence(o Observation) (Decision, bool) {
+	if o.Fence != config.FencePowerOff || o.NotReadySince.IsZero() || !o.Status.Fresh(o.Now) || o.Status.Answer.PowerState != bmc.PowerOn {
+		return Decision{}, false
+	}
+	notReady := o.Now.Sub(o.NotReadySince)
+	if notReady < o.FenceAfter || (!o.LastFenced.IsZero() && o.Now.Sub(o.LastFenced) < o.FenceAfter) {
+		return Decision{}, false
+	}
+	return Decision{Fence, fmt.Sprintf("the Node's Ready condition has been %s since %s (%s, bmc-fence-after %s) and the BMC says PowerState On (answered %s)",
+		readyWord(o.Ready), o.NotReadySince.UTC().Format(time.RFC3339), notReady.Round(time.Second), o.FenceAfter,
+		o.Status.AnsweredAt.UTC().Format(time.RFC3339))}, true
 }
 
 func forgetIf(marked bool) Decision {

@@ -2,6 +2,7 @@ package outofservice
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,54 @@ func TestDecide(t *testing.T) {
 			}
 			if d.Action != None && d.Why == "" {
 				t.Error("an action without its evidence")
+			}
+		})
+	}
+}
+
+// TestDecideFence: a machine is powered off only when fencing and the
+// taint are on for it, its Node has been NotReady for bmc-fence-after and
+// is untainted, its BMC says On in a fresh answer, and it was not fenced
+// in the last bmc-fence-after.
+func TestDecideFence(t *testing.T) {
+	on := bmc.Status{Answer: bmc.Answer{PowerState: bmc.PowerOn}, AnsweredAt: now.Add(-time.Second), MaxAge: 90 * time.Second}
+	failed := on
+	failed.Err, failed.Reason = errors.New("timeout"), bmc.ReasonTimeout
+	stale := on
+	stale.AnsweredAt = now.Add(-10 * time.Minute)
+	fencing := func(o *Observation) {
+		o.Fence, o.FenceAfter, o.NotReadySince, o.Status = config.FencePowerOff, 2*time.Minute, now.Add(-3*time.Minute), on
+	}
+	tests := []struct {
+		name string
+		o    Observation
+		want Action
+	}{
+		{"NotReady for longer than fence-after, BMC On: fence", obs(fencing), Fence},
+		{"Ready condition Unknown as long: fence", obs(fencing, withReady(corev1.ConditionUnknown)), Fence},
+		{"NotReady exactly fence-after: fence", obs(fencing, func(o *Observation) { o.NotReadySince = now.Add(-2 * time.Minute) }), Fence},
+		{"NotReady shorter: not yet", obs(fencing, func(o *Observation) { o.NotReadySince = now.Add(-time.Minute) }), None},
+		{"no Ready condition (never reported): never", obs(fencing, withReady(""), func(o *Observation) { o.NotReadySince = time.Time{} }), None},
+		{"Ready: never", obs(fencing, withReady(corev1.ConditionTrue)), None},
+		{"fencing off: never", obs(fencing, func(o *Observation) { o.Fence = config.FenceOff }), None},
+		{"taint off for the machine: never", obs(fencing, func(o *Observation) { o.Mode = config.OutOfServiceOff }), None},
+		{"BMC unreachable: never", obs(fencing, withStatus(failed)), None},
+		{"BMC answer stale: never", obs(fencing, withStatus(stale)), None},
+		{"no BMC status: never", obs(fencing, func(o *Observation) { o.HasStatus = false }), None},
+		{"BMC says PoweringOff: never", obs(fencing, withStatus(bmc.Status{Answer: bmc.Answer{PowerState: "PoweringOff"}, AnsweredAt: now, MaxAge: time.Minute})), None},
+		{"already tainted (a person's or ours): never", obs(fencing, humans), None},
+		{"fenced a minute ago, still On: not again yet", obs(fencing, func(o *Observation) { o.LastFenced = now.Add(-time.Minute) }), None},
+		{"fenced longer ago, still On: again", obs(fencing, func(o *Observation) { o.LastFenced = now.Add(-2 * time.Minute) }), Fence},
+		{"fenced, now Off for the grace: taint", obs(fencing, withStatus(offFor(time.Minute)), func(o *Observation) { o.LastFenced = now.Add(-time.Minute) }), Apply},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.o)
+			if d.Action != tt.want {
+				t.Errorf("Decide = %v (%s), want %v", d.Action, d.Why, tt.want)
+			}
+			if d.Action == Fence && !strings.Contains(d.Why, "PowerState On") {
+				t.Errorf("fence without its evidence: %q", d.Why)
 			}
 		})
 	}
