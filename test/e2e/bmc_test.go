@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 const (
 	bmcSystem1 = "0b1f5a2e-35c4-4d0e-8a59-0000000000a1"
 	bmcSystem2 = "0b1f5a2e-35c4-4d0e-8a59-0000000000a2"
+	bmcSystem4 = "0b1f5a2e-35c4-4d0e-8a59-0000000000a4"
 )
 
 // TestBMCs runs the controller manager against a real Redfish BMC
@@ -30,8 +32,12 @@ const (
 // BMCReachable True; node-2's and node-3's False (Unauthorized, TLS) with a
 // Warning Event each, and neither is tainted or deleted. node-1 powered
 // off through Redfish while its Node is NotReady: out-of-service taint;
-// powered on and Ready: the taint goes. The BMC stopped: node-1's
-// condition turns False (Unreachable), and nothing else changes.
+// powered on and Ready: the taint goes. node-4 with fencing (bmc-fence =
+// power-off, bmc-fence-after 3s): left On while its Node is Ready; once
+// NotReady for 3 s while its BMC says On, the controller manager powers it
+// off through Redfish (Fencing and Fenced Events), and the Node is tainted
+// once the BMC says Off for the grace. The BMC stopped: node-1's condition
+// turns False (Unreachable), and nothing else changes.
 func TestBMCs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
@@ -42,7 +48,8 @@ func TestBMCs(t *testing.T) {
 	l := netlab.NewT(t, netlab.Options{})
 	bmcHost := l.AddHostT(t, "bmc", netlab.HostOptions{})
 	emu, err := redfish.Start(t.Context(), bmcHost, t.TempDir(), redfish.Options{
-		Systems:  []redfish.System{{ID: bmcSystem1, Name: "node-1", On: true}, {ID: bmcSystem2, Name: "node-2", On: true}},
+		Systems: []redfish.System{{ID: bmcSystem1, Name: "node-1", On: true}, {ID: bmcSystem2, Name: "node-2", On: true},
+			{ID: bmcSystem4, Name: "node-4", On: true}},
 		Username: "admin", Password: "s3cret", TLS: true,
 	})
 	if err != nil {
@@ -65,13 +72,14 @@ func TestBMCs(t *testing.T) {
 		return fmt.Sprintf("[Machine %q]\nzone = rack-1\nbmc-url = %s\nbmc-system = %s\nbmc-username-file = %s\nbmc-timeout = 1s\nbmc-poll-interval = 1s\n%s\n",
 			name, url, system, user, extra)
 	}
-	cfg := "[Global]\nregion = home\nbmc-out-of-service-grace = 2s\n\n" +
+	cfg := "[Global]\nregion = home\nbmc-out-of-service-grace = 2s\nbmc-fence-after = 3s\n\n" +
 		machine("node-1", bmcSystem1, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
 		machine("node-2", bmcSystem2, "bmc-password-file = "+wrong+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
 		// The certificate names the BMC host's address, not the relay's.
-		machine("node-3", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-ca-file = "+emu.CAFile+"\nbmc-out-of-service = taint")
+		machine("node-3", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-ca-file = "+emu.CAFile+"\nbmc-out-of-service = taint") +
+		machine("node-4", bmcSystem4, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off")
 	cl := startCluster(t, cfg)
-	for _, n := range []string{"node-1", "node-2", "node-3"} {
+	for _, n := range []string{"node-1", "node-2", "node-3", "node-4"} {
 		createKubeletNode(t, cl.client, n, v1.ConditionTrue)
 	}
 
@@ -110,6 +118,33 @@ func TestBMCs(t *testing.T) {
 	}
 	setReady(t, cl.client, "node-1", v1.ConditionTrue)
 	waitNode(t, cl.client, "node-1", "no longer tainted", func(n *v1.Node) bool { return !hasTaint(n, v1.TaintNodeOutOfService) })
+
+	// Fencing: node-4 stays On while its Node is Ready, past
+	// bmc-fence-after (the controller syncs every 2 s)...
+	bmcCond("node-4", v1.ConditionTrue, outofservice.ReasonAnswered)
+	time.Sleep(3*time.Second + 2*outofservice.SyncInterval)
+	if st, err := emu.PowerState(t.Context(), bmcSystem4); err != nil || st != "On" {
+		t.Fatalf("node-4, Ready, has PowerState %q (%v): powered off while Ready", st, err)
+	}
+	if nodeEvent(t, cl.client, "node-4", "Fencing") {
+		t.Fatal("a Fencing Event for node-4 while its Node is Ready")
+	}
+	// ...and is powered off once its Node has been NotReady for 3 s,
+	// then tainted once the BMC has said Off for the grace.
+	setReady(t, cl.client, "node-4", v1.ConditionUnknown)
+	if err := emu.WaitPowerState(t.Context(), bmcSystem4, "Off"); err != nil {
+		t.Fatalf("node-4 not fenced: %v", err)
+	}
+	waitNode(t, cl.client, "node-4", "tainted out of service after fencing", func(n *v1.Node) bool { return hasTaint(n, v1.TaintNodeOutOfService) })
+	for _, reason := range []string{"Fencing", "Fenced", "OutOfServiceTaintApplied"} {
+		eventually(t, "a "+reason+" Event on node-4", func() bool { return nodeEvent(t, cl.client, "node-4", reason) })
+	}
+	// node-1 (no fencing) NotReady with its BMC On is never powered off.
+	setReady(t, cl.client, "node-1", v1.ConditionUnknown)
+	time.Sleep(3*time.Second + 2*outofservice.SyncInterval)
+	if st, err := emu.PowerState(t.Context(), bmcSystem1); err != nil || st != "On" {
+		t.Errorf("node-1, without fencing, has PowerState %q (%v)", st, err)
+	}
 
 	// The BMC stops answering: a condition, nothing else.
 	if err := emu.Stop(); err != nil {
