@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -132,8 +133,10 @@ func TestBMCs(t *testing.T) {
 	// ...and is powered off once its Node has been NotReady for 3 s,
 	// then tainted once the BMC has said Off for the grace.
 	setReady(t, cl.client, "node-4", v1.ConditionUnknown)
-	if err := emu.WaitPowerState(t.Context(), bmcSystem4, "Off"); err != nil {
-		t.Fatalf("node-4 not fenced: %v", err)
+	fenceCtx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := emu.WaitPowerState(fenceCtx, bmcSystem4, "Off"); err != nil {
+		t.Fatalf("node-4 not powered off within a minute of being NotReady: %v", err)
 	}
 	waitNode(t, cl.client, "node-4", "tainted out of service after fencing", func(n *v1.Node) bool { return hasTaint(n, v1.TaintNodeOutOfService) })
 	for _, reason := range []string{"Fencing", "Fenced", "OutOfServiceTaintApplied"} {
