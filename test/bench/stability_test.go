@@ -273,7 +273,10 @@ const stabilityMethod = `
   fails its attempt, so about 1 to 2 % fail from the loss alone), 4
   long-lived connections; and the addresses each host holds, sampled every
   10 ms. A move is the address appearing on a host that did not hold it
-  just before: a false failover (and its return counts again).
+  just before: a false failover (and its return counts again). Failed new
+  connections and the holder's packets count only while the lossy host
+  holds the address: after a move that is not undone, the traffic no
+  longer crosses the lossy link (hence few of either).
 - Reproduce: ` + "`hack/bench.sh TestFailoverStabilityBenchmark`" + ` (as root;
   GROUNDCLOUD_BENCH_STABILITY=10m sets the time per implementation).
 `
