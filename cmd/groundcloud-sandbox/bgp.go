@@ -141,6 +141,24 @@ func startBGP(ctx context.Context, c *realcluster.Cluster, dir string) (*frr.Ins
 	if err != nil {
 		return r, res, fmt.Errorf("%s is not routed through every load-balancer host (next hops %v, want %v) or does not answer from the client host (router logs in %s): %w", res.vip, hops, want, r.Log("bgpd"), err)
 	}
+	// BFD sessions start once the BGP sessions are up, at one packet a
+	// second until Up: the summary waits for them.
+	progress("waiting for the router's BFD sessions with %s", strings.Join(res.hosts, ", "))
+	var bfd map[netip.Addr]frr.BFDPeer
+	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if bfd, err = r.BFDPeers(ctx); err != nil {
+			return false, nil
+		}
+		for _, a := range want {
+			if bfd[a].Status != "up" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return r, res, fmt.Errorf("the router's BFD sessions with the load-balancer hosts are not up (%+v; logs in %s): %w", bfd, r.Log("bfdd"), err)
+	}
 	res.routeCmd = r.ShellCommand("show ip route " + route.String())
 	res.bfdCmd = r.ShellCommand("show bfd peers brief")
 	out, err := r.VTY(ctx, "show ip route "+route.String())

@@ -37,8 +37,11 @@ const (
 // power-off, bmc-fence-after 3s): left On while its Node is Ready; once
 // NotReady for 3 s while its BMC says On, the controller manager powers it
 // off through Redfish (Fencing and Fenced Events), and the Node is tainted
-// once the BMC says Off for the grace. The BMC stopped: node-1's condition
-// turns False (Unreachable), and nothing else changes.
+// once the BMC says Off for the grace. node-5, whose BMC answers after
+// bmc-timeout (a relay that holds each answer 5 s): BMCReachable False
+// (Timeout) and a Warning, never fenced or tainted while NotReady. The BMC
+// stopped: node-1's condition turns False (Unreachable), and nothing else
+// changes.
 func TestBMCs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
@@ -63,24 +66,34 @@ func TestBMCs(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = relay.Close() })
 	url := "https://" + relay.Addr()
+	// node-5's BMC is the same emulator behind a relay of its own that
+	// holds every answer for 5 s: longer than bmc-timeout.
+	slow, err := bmcHost.ForwardInto(t.Context(), emu.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Close() })
+	slow.SetDelay(5 * time.Second)
 
 	dir := t.TempDir()
 	user, pass, wrong := filepath.Join(dir, "user"), filepath.Join(dir, "pass"), filepath.Join(dir, "wrong")
 	writeFile(t, user, "admin\n")
 	writeFile(t, pass, "s3cret\n")
 	writeFile(t, wrong, "guess\n")
-	machine := func(name, system, extra string) string {
-		return fmt.Sprintf("[Machine %q]\nzone = rack-1\nbmc-url = %s\nbmc-system = %s\nbmc-username-file = %s\nbmc-timeout = 1s\nbmc-poll-interval = 1s\n%s\n",
+	machineAt := func(url, name, system, extra string) string {
+		return fmt.Sprintf("[Machine %q]\nzone = rack-1\nbmc-url = %s\nbmc-system = %s\nbmc-username-file = %s\nbmc-timeout = 2s\nbmc-poll-interval = 2s\n%s\n",
 			name, url, system, user, extra)
 	}
+	machine := func(name, system, extra string) string { return machineAt(url, name, system, extra) }
 	cfg := "[Global]\nregion = home\nbmc-out-of-service-grace = 2s\nbmc-fence-after = 3s\n\n" +
 		machine("node-1", bmcSystem1, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
 		machine("node-2", bmcSystem2, "bmc-password-file = "+wrong+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
 		// The certificate names the BMC host's address, not the relay's.
 		machine("node-3", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-ca-file = "+emu.CAFile+"\nbmc-out-of-service = taint") +
-		machine("node-4", bmcSystem4, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off")
+		machine("node-4", bmcSystem4, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off") +
+		machineAt("https://"+slow.Addr(), "node-5", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off")
 	cl := startCluster(t, cfg)
-	for _, n := range []string{"node-1", "node-2", "node-3", "node-4"} {
+	for _, n := range []string{"node-1", "node-2", "node-3", "node-4", "node-5"} {
 		createKubeletNode(t, cl.client, n, v1.ConditionTrue)
 	}
 
@@ -98,7 +111,8 @@ func TestBMCs(t *testing.T) {
 		t.Errorf("node-2's condition: %q", c.Message)
 	}
 	bmcCond("node-3", v1.ConditionFalse, "TLS")
-	for _, n := range []string{"node-2", "node-3"} {
+	bmcCond("node-5", v1.ConditionFalse, "Timeout")
+	for _, n := range []string{"node-2", "node-3", "node-5"} {
 		eventually(t, "a BMCUnreachable Event on "+n, func() bool { return nodeEvent(t, cl.client, n, "BMCUnreachable") })
 	}
 
@@ -142,12 +156,21 @@ func TestBMCs(t *testing.T) {
 	for _, reason := range []string{"Fencing", "Fenced", "OutOfServiceTaintApplied"} {
 		eventually(t, "a "+reason+" Event on node-4", func() bool { return nodeEvent(t, cl.client, "node-4", reason) })
 	}
-	// node-1 (no fencing) NotReady with its BMC On is never powered off.
+	// node-1 (no fencing) NotReady with its BMC On is never powered
+	// off; nor node-5, with fencing, whose BMC answers too slowly: no
+	// fresh answer, no action.
 	setReady(t, cl.client, "node-1", v1.ConditionUnknown)
+	setReady(t, cl.client, "node-5", v1.ConditionUnknown)
 	time.Sleep(3*time.Second + 2*outofservice.SyncInterval)
-	if st, err := emu.PowerState(t.Context(), bmcSystem1); err != nil || st != "On" {
-		t.Errorf("node-1, without fencing, has PowerState %q (%v)", st, err)
+	for _, m := range []struct{ node, system string }{{"node-1", bmcSystem1}, {"node-5", bmcSystem2}} {
+		if st, err := emu.PowerState(t.Context(), m.system); err != nil || st != "On" {
+			t.Errorf("%s has PowerState %q (%v): powered off", m.node, st, err)
+		}
 	}
+	if nodeEvent(t, cl.client, "node-5", "Fencing") {
+		t.Error("a Fencing Event for node-5, whose BMC does not answer in time")
+	}
+	bmcCond("node-5", v1.ConditionFalse, "Timeout")
 
 	// The BMC stops answering: a condition, nothing else.
 	if err := emu.Stop(); err != nil {
@@ -155,7 +178,7 @@ func TestBMCs(t *testing.T) {
 	}
 	bmcCond("node-1", v1.ConditionFalse, "Unreachable")
 	setReady(t, cl.client, "node-1", v1.ConditionUnknown)
-	for _, n := range []string{"node-1", "node-2", "node-3"} {
+	for _, n := range []string{"node-1", "node-2", "node-3", "node-5"} {
 		node, err := cl.client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v (deleted?)", n, err)

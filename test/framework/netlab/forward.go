@@ -22,6 +22,7 @@ type Forwarder struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	blocked bool
+	delay   time.Duration
 }
 
 // ForwardLoopback makes addr, a host:port on the root namespace's loopback
@@ -110,8 +111,38 @@ func (f *Forwarder) relay(in net.Conn) {
 		}
 		close(done)
 	}()
-	_, _ = io.Copy(in, out)
+	_, _ = io.Copy(in, slowReader{out, f})
 	<-done
+}
+
+// slowReader holds each read of the target's answers for the Forwarder's
+// delay (SetDelay).
+type slowReader struct {
+	r io.Reader
+	f *Forwarder
+}
+
+func (s slowReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if d := s.f.currentDelay(); d > 0 && n > 0 {
+		time.Sleep(d)
+	}
+	return n, err
+}
+
+// SetDelay holds every piece of the target's answers for d before it is
+// relayed (0: none), as a slow server would: a BMC that answers after its
+// client's timeout.
+func (f *Forwarder) SetDelay(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay = d
+}
+
+func (f *Forwarder) currentDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delay
 }
 
 // SetBlocked cuts the relay (every relayed connection closed, new ones

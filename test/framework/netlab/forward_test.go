@@ -139,4 +139,26 @@ func TestForwardInto(t *testing.T) {
 	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "inside says hi\n" {
 		t.Fatalf("through the forwarder: %q, %v", got, err)
 	}
+
+	// A slow server: the answer is held for the delay. The client gives
+	// up before it (a deadline shorter than the delay), and gets it after.
+	f.SetDelay(time.Second)
+	ask := func(deadline time.Duration) (string, error) {
+		c, err := net.DialTimeout("tcp", f.Addr(), 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("slow\n")); err != nil {
+			return "", err
+		}
+		_ = c.SetDeadline(time.Now().Add(deadline))
+		return bufio.NewReader(c).ReadString('\n')
+	}
+	if got, err := ask(200 * time.Millisecond); err == nil {
+		t.Errorf("an answer held for 1s came within 200ms: %q", got)
+	}
+	if got, err := ask(5 * time.Second); err != nil || got != "inside says slow\n" {
+		t.Errorf("after the delay: %q, %v", got, err)
+	}
 }
