@@ -94,6 +94,9 @@ func (f *Forwarder) relay(in net.Conn) {
 	if f.isBlocked() {
 		return
 	}
+	if d := f.currentDelay(); d > 0 {
+		time.Sleep(d)
+	}
 	out, err := f.dial()
 	if err != nil {
 		return
@@ -111,28 +114,14 @@ func (f *Forwarder) relay(in net.Conn) {
 		}
 		close(done)
 	}()
-	_, _ = io.Copy(in, slowReader{out, f})
+	_, _ = io.Copy(in, out)
 	<-done
 }
 
-// slowReader holds each read of the target's answers for the Forwarder's
-// delay (SetDelay).
-type slowReader struct {
-	r io.Reader
-	f *Forwarder
-}
-
-func (s slowReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if d := s.f.currentDelay(); d > 0 && n > 0 {
-		time.Sleep(d)
-	}
-	return n, err
-}
-
-// SetDelay holds every piece of the target's answers for d before it is
-// relayed (0: none), as a slow server would: a BMC that answers after its
-// client's timeout.
+// SetDelay holds each new connection for d before it is relayed to the
+// target (0: none), as a slow server would: a BMC that answers after its
+// client's timeout. The target sees nothing of a held connection, so a
+// server that serves one connection at a time is not held up by it.
 func (f *Forwarder) SetDelay(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
