@@ -525,7 +525,9 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		}
 		if changed {
 			// A failover or a take-back: rare, and what an operator looks
-			// for first when an address moved.
+			// for first when an address moved. A fresh address this host
+			// now owns is probed at once.
+			signal(g.probeKick)
 			logger.Info("Owners changed", "owners", cands, "members", peers+1)
 		} else if announce {
 			logger.V(2).Info("New peer", "owners", cands, "members", peers+1)

@@ -52,8 +52,12 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	if spacing <= 0 {
 		spacing = g.cfg.ConflictProbeInterval
 	}
+	// The probe ticker runs only while an address is being probed: a new
+	// address to probe comes with a kick (an observation, a change of
+	// owners), and the guard's tick looks once a ConflictProbeInterval too.
 	probeTick := time.NewTicker(spacing / 4)
 	defer probeTick.Stop()
+	ticking := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -64,6 +68,16 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 		case <-g.probeKick:
 		}
 		g.probeRound(ctx, l2, hooks)
+		g.mu.Lock()
+		busy := g.probes.pending()
+		g.mu.Unlock()
+		switch {
+		case busy && !ticking:
+			probeTick.Reset(spacing / 4)
+		case !busy && ticking:
+			probeTick.Stop()
+		}
+		ticking = busy
 	}
 }
 

@@ -68,6 +68,21 @@ func newProbes(count int, spacing, recheck time.Duration) *probes {
 // enabled reports whether addresses are probed before they are held.
 func (p *probes) enabled() bool { return p != nil && p.count > 0 }
 
+// pending reports whether an address is still being probed (not cleared:
+// waiting for its probes, or in use and rechecked); without any, probe
+// rounds have nothing to do until a new address is tracked.
+func (p *probes) pending() bool {
+	if !p.enabled() {
+		return false
+	}
+	for _, s := range p.state {
+		if !s.cleared {
+			return true
+		}
+	}
+	return false
+}
+
 // track makes the probes follow exactly want: the fresh addresses this
 // host owns and can probe. New ones start unprobed (blocked).
 func (p *probes) track(want []netip.Addr) {

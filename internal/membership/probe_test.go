@@ -30,6 +30,9 @@ func TestProbes(t *testing.T) {
 		}
 	}
 	both := []netip.Addr{free, taken}
+	if !p.pending() {
+		t.Fatal("nothing pending with two addresses to probe")
+	}
 	step(0, both, false)
 	step(100, nil, false) // too soon
 	step(200, both, false)
@@ -66,9 +69,15 @@ func TestProbes(t *testing.T) {
 	if !p.blocked(taken) {
 		t.Fatal("taken unblocked while its claim is recent")
 	}
+	if !p.pending() {
+		t.Fatal("nothing pending while taken is in use")
+	}
 	step(4470, nil, true) // silent for more than 3 s, three probes since: held
 	if p.blocked(taken) {
 		t.Fatal("taken still blocked after the station went silent")
+	}
+	if p.pending() {
+		t.Fatal("pending with every address cleared: the probe rounds would tick for nothing")
 	}
 	if ch := p.changes(p.inUse(at(4470))); len(ch) != 1 || !ch[0].Ended || ch[0].VIP != taken {
 		t.Fatalf("changes = %+v, want taken ended", ch)
@@ -77,6 +86,9 @@ func TestProbes(t *testing.T) {
 	p.track([]netip.Addr{netip.MustParseAddr("192.0.2.12")})
 	if p.blocked(free) || p.blocked(taken) || !p.blocked(netip.MustParseAddr("192.0.2.12")) {
 		t.Fatal("track did not follow the new set")
+	}
+	if !p.pending() {
+		t.Fatal("a new address tracked, nothing pending")
 	}
 }
 
@@ -90,6 +102,9 @@ func TestProbesDisabled(t *testing.T) {
 	q.track([]netip.Addr{netip.MustParseAddr("192.0.2.1")})
 	if q.blocked(netip.MustParseAddr("192.0.2.1")) {
 		t.Fatal("zero probes block")
+	}
+	if p.pending() || q.pending() {
+		t.Fatal("probes pending while disabled")
 	}
 }
 
