@@ -19,19 +19,7 @@ func TestForwardLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = c.Write([]byte("root says " + line))
-			}()
-		}
-	}()
+	go answerLines(ln, "root says ")
 	addr := netip.MustParseAddrPort(ln.Addr().String())
 
 	// Not reachable inside the host before forwarding: its loopback is its own.
@@ -88,9 +76,30 @@ func exchange(h *Host, addr netip.AddrPort) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return askLine(c, "hi\n", 2*time.Second)
+}
+
+// answerLines answers each line of each connection ln accepts with
+// prefix and the line, until ln is closed.
+func answerLines(ln net.Listener, prefix string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			_, _ = c.Write([]byte(prefix + line))
+		}()
+	}
+}
+
+// askLine writes line on c, reads the answer within deadline, and closes c.
+func askLine(c net.Conn, line string, deadline time.Duration) (string, error) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("hi\n")); err != nil {
+	_ = c.SetDeadline(time.Now().Add(deadline))
+	if _, err := c.Write([]byte(line)); err != nil {
 		return "", err
 	}
 	return bufio.NewReader(c).ReadString('\n')
@@ -109,56 +118,30 @@ func TestForwardInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = c.Write([]byte("inside says " + line))
-			}()
-		}
-	}()
+	go answerLines(ln, "inside says ")
 	f, err := h.ForwardInto(t.Context(), netip.AddrPortFrom(h.Addr4, 8443))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	c, err := net.DialTimeout("tcp", f.Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	ask := func(line string, deadline time.Duration) (string, error) {
+		c, err := net.DialTimeout("tcp", f.Addr(), 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		return askLine(c, line, deadline)
 	}
-	defer c.Close()
-	if _, err := c.Write([]byte("hi\n")); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "inside says hi\n" {
+	if got, err := ask("hi\n", 5*time.Second); err != nil || got != "inside says hi\n" {
 		t.Fatalf("through the forwarder: %q, %v", got, err)
 	}
 
 	// A slow server: the answer is held for the delay. The client gives
 	// up before it (a deadline shorter than the delay), and gets it after.
 	f.SetDelay(time.Second)
-	ask := func(deadline time.Duration) (string, error) {
-		c, err := net.DialTimeout("tcp", f.Addr(), 5*time.Second)
-		if err != nil {
-			return "", err
-		}
-		defer c.Close()
-		if _, err := c.Write([]byte("slow\n")); err != nil {
-			return "", err
-		}
-		_ = c.SetDeadline(time.Now().Add(deadline))
-		return bufio.NewReader(c).ReadString('\n')
-	}
-	if got, err := ask(200 * time.Millisecond); err == nil {
+	if got, err := ask("slow\n", 200*time.Millisecond); err == nil {
 		t.Errorf("an answer held for 1s came within 200ms: %q", got)
 	}
-	if got, err := ask(5 * time.Second); err != nil || got != "inside says slow\n" {
+	if got, err := ask("slow\n", 5*time.Second); err != nil || got != "inside says slow\n" {
 		t.Errorf("after the delay: %q, %v", got, err)
 	}
 }
