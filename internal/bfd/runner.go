@@ -46,8 +46,6 @@ type Peer struct {
 // Config is what a Runner needs.
 type Config struct {
 	Peers []Peer
-	// Port is the UDP port sessions receive on and send to; 0: Port.
-	Port int
 	// Changed is told of each state change of a session, from the
 	// session's own goroutine; nil: nobody is.
 	Changed func(Peer, Change)
@@ -89,9 +87,6 @@ type receiver struct {
 // family on the BFD port, and a sending socket per session on a source
 // port of its own. The sockets belong to the caller's network namespace.
 func Listen(cfg Config) (*Runner, error) {
-	if cfg.Port == 0 {
-		cfg.Port = Port
-	}
 	r := &Runner{cfg: cfg, byDiscr: map[uint32]*session{}, byRemote: map[netip.Addr]*session{}}
 	var errs []error
 	families := map[bool]bool{}
@@ -119,7 +114,7 @@ func Listen(cfg Config) (*Runner, error) {
 		families[p.Remote.Is4()] = true
 	}
 	for is4 := range families {
-		rc, err := listen(is4, cfg.Port)
+		rc, err := listen(is4)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -146,7 +141,7 @@ func (r *Runner) newSession(p Peer) (*session, error) {
 	}
 	ss := &session{
 		peer: p, s: NewSession(discr, p.Settings), conn: conn,
-		to: netip.AddrPortFrom(p.Remote, uint16(r.cfg.Port)), rx: make(chan received, 16),
+		to: netip.AddrPortFrom(p.Remote, Port), rx: make(chan received, 16),
 	}
 	ss.state.Store(uint32(Down))
 	return ss, nil
@@ -192,50 +187,47 @@ func sender(p Peer) (*net.UDPConn, error) {
 // others.
 const readBuffer = 1 << 20
 
-// listen opens the receiving socket of a family on port, asking the
-// kernel for each packet's TTL (hop limit).
-func listen(is4 bool, port int) (*receiver, error) {
+// listen opens the receiving socket of a family on the BFD port, asking
+// the kernel for each packet's TTL (hop limit).
+func listen(is4 bool) (*receiver, error) {
+	network, ip, family := "udp6", net.IPv6unspecified, "IPv6"
 	if is4 {
-		conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero, Port: port})
-		if err != nil {
-			return nil, fmt.Errorf("listen for BFD on UDP port %d (IPv4): %w", port, err)
-		}
-		_ = conn.SetReadBuffer(readBuffer)
-		pc := ipv4.NewPacketConn(conn)
-		if err := pc.SetControlMessage(ipv4.FlagTTL, true); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("ask for the TTL of received packets: %w", err)
-		}
-		return &receiver{conn: conn, read: func(b []byte) (int, int, netip.Addr, error) {
-			n, cm, src, err := pc.ReadFrom(b)
-			return n, ttlOf(cm), addrOf(src), err
-		}}, nil
+		network, ip, family = "udp4", net.IPv4zero, "IPv4"
 	}
-	conn, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6unspecified, Port: port})
+	conn, err := net.ListenUDP(network, &net.UDPAddr{IP: ip, Port: Port})
 	if err != nil {
-		return nil, fmt.Errorf("listen for BFD on UDP port %d (IPv6): %w", port, err)
+		return nil, fmt.Errorf("listen for BFD on UDP port %d (%s): %w", Port, family, err)
 	}
 	_ = conn.SetReadBuffer(readBuffer)
-	pc := ipv6.NewPacketConn(conn)
-	if err := pc.SetControlMessage(ipv6.FlagHopLimit, true); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("ask for the hop limit of received packets: %w", err)
-	}
-	return &receiver{conn: conn, read: func(b []byte) (int, int, netip.Addr, error) {
-		n, cm, src, err := pc.ReadFrom(b)
-		hops := -1
-		if cm != nil {
-			hops = cm.HopLimit
+	rc := &receiver{conn: conn}
+	if is4 {
+		pc := ipv4.NewPacketConn(conn)
+		err = pc.SetControlMessage(ipv4.FlagTTL, true)
+		rc.read = func(b []byte) (int, int, netip.Addr, error) {
+			n, cm, src, err := pc.ReadFrom(b)
+			hops := -1
+			if cm != nil {
+				hops = cm.TTL
+			}
+			return n, hops, addrOf(src), err
 		}
-		return n, hops, addrOf(src), err
-	}}, nil
-}
-
-func ttlOf(cm *ipv4.ControlMessage) int {
-	if cm == nil {
-		return -1
+	} else {
+		pc := ipv6.NewPacketConn(conn)
+		err = pc.SetControlMessage(ipv6.FlagHopLimit, true)
+		rc.read = func(b []byte) (int, int, netip.Addr, error) {
+			n, cm, src, err := pc.ReadFrom(b)
+			hops := -1
+			if cm != nil {
+				hops = cm.HopLimit
+			}
+			return n, hops, addrOf(src), err
+		}
 	}
-	return cm.TTL
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ask for the TTL of received %s packets: %w", family, err)
+	}
+	return rc, nil
 }
 
 func addrOf(a net.Addr) netip.Addr {

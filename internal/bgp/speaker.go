@@ -12,12 +12,12 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
-
-	"github.com/groundcloud/groundcloud/internal/bfd"
 	"github.com/osrg/gobgp/v3/pkg/apiutil"
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/internal/bfd"
 )
 
 // Peer is one router this host has a session with.
@@ -62,8 +62,6 @@ type Config struct {
 	// BFDFailed is told when the BFD sessions cannot run (the BFD port is
 	// taken, say): the BGP sessions run without them. nil: nobody is.
 	BFDFailed func(peers []Peer, err error)
-	// BFDPort is the UDP port of BFD; 0: RFC 5881's, 3784.
-	BFDPort int
 }
 
 // bgpServer is what the speaker uses of GoBGP's *server.BgpServer.
@@ -248,22 +246,20 @@ func (s *Speaker) peerFailed(logger klog.Logger, p Peer, err error) {
 func (s *Speaker) runBFD(ctx context.Context, logger klog.Logger, srv bgpServer) (stop func()) {
 	var peers []bfd.Peer
 	var with []Peer
+	byName := map[string]Peer{}
 	for _, p := range s.cfg.Peers {
 		if p.BFD != nil {
 			peers = append(peers, bfd.Peer{Name: p.Name, Remote: p.Address, Local: p.SourceAddress, Settings: *p.BFD})
 			with = append(with, p)
+			byName[p.Name] = p
 		}
 	}
 	if len(peers) == 0 {
 		return func() {}
 	}
 	bfd.RegisterMetrics()
-	r, err := bfd.Listen(bfd.Config{Peers: peers, Port: s.cfg.BFDPort, Changed: func(bp bfd.Peer, c bfd.Change) {
-		for _, p := range with {
-			if p.Name == bp.Name {
-				s.bfdChanged(ctx, logger, srv, p, c)
-			}
-		}
+	r, err := bfd.Listen(bfd.Config{Peers: peers, Changed: func(bp bfd.Peer, c bfd.Change) {
+		s.bfdChanged(ctx, logger, srv, byName[bp.Name], c)
 	}})
 	if err != nil {
 		logger.Error(err, "No BFD sessions; the BGP sessions run without them", "peers", len(peers))
