@@ -120,7 +120,7 @@ func (c *Controller) SyncAll(ctx context.Context) {
 
 func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Node) {
 	c.reportBMC(ctx, cfg, n)
-	o := c.observe(cfg, n)
+	o, m := c.observe(cfg, n)
 	c.applied[n.Name] = o.Tainted && o.Marked
 	d := Decide(o)
 	if d.Action == None {
@@ -130,7 +130,7 @@ func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Nod
 		"powerState", o.Status.Answer.PowerState, "offSince", o.Status.OffSince, "answeredAt", o.Status.AnsweredAt,
 		"ready", readyWord(o.Ready), "grace", o.Grace)
 	if d.Action == Fence {
-		c.fence(ctx, logger, n, d.Why)
+		c.fence(ctx, logger, n, m, d.Why)
 		return
 	}
 	if err := c.write(ctx, n, d.Action); err != nil {
@@ -152,15 +152,12 @@ func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Nod
 	}
 }
 
-// fence powers n's machine off through its BMC, in a goroutine of its
-// own: a Warning Event says so first, with the evidence; then an Event
-// says whether the BMC accepted it. The BMC's polls then report Off, and
-// the Node is tainted after the grace as for any machine that is off.
-func (c *Controller) fence(ctx context.Context, logger klog.Logger, n *corev1.Node, why string) {
-	m := inventory.Lookup(c.config(), n).Machine
-	if m == nil || m.BMC == nil || c.fencer == nil {
-		return
-	}
+// fence powers m, n's machine (Decide has seen its BMC), off through its
+// BMC, in a goroutine of its own: a Warning Event says so first, with the
+// evidence; then an Event says whether the BMC accepted it. The BMC's
+// polls then report Off, and the Node is tainted after the grace as for
+// any machine that is off.
+func (c *Controller) fence(ctx context.Context, logger klog.Logger, n *corev1.Node, m *config.Machine, why string) {
 	b := *m.BMC
 	c.fenced[n.Name] = c.now()
 	logger.Info("Powering the machine off through its BMC (fencing)", "machine", m.Name, "why", why)
@@ -181,8 +178,9 @@ func (c *Controller) fence(ctx context.Context, logger klog.Logger, n *corev1.No
 	})
 }
 
-// observe gathers what Decide needs about n.
-func (c *Controller) observe(cfg *config.Config, n *corev1.Node) Observation {
+// observe gathers what Decide needs about n, and returns n's machine (nil
+// when the cloud-config has none).
+func (c *Controller) observe(cfg *config.Config, n *corev1.Node) (Observation, *config.Machine) {
 	o := Observation{Grace: cfg.Global.BMCOutOfServiceGrace, FenceAfter: cfg.Global.BMCFenceAfter, Now: c.now(), LastFenced: c.fenced[n.Name]}
 	// The machine as the provider finds it: by provider ID, then by name.
 	m := inventory.Lookup(cfg, n).Machine
@@ -202,7 +200,7 @@ func (c *Controller) observe(cfg *config.Config, n *corev1.Node) Observation {
 	}
 	o.Tainted = slices.ContainsFunc(n.Spec.Taints, isOutOfService)
 	_, o.Marked = n.Annotations[MarkAnnotation]
-	return o
+	return o, m
 }
 
 func isOutOfService(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }

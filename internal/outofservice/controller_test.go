@@ -192,7 +192,7 @@ func newTestController(t *testing.T, cfg *config.Config, power PowerStatus, node
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	events := record.NewFakeRecorder(10)
-	c := New(client, informer.Lister(), informer.Informer().HasSynced, func() *config.Config { return cfg }, power, nil)
+	c := New(client, informer.Lister(), informer.Informer().HasSynced, func() *config.Config { return cfg }, power, &fencer{})
 	c.events, c.now = events, func() time.Time { return now }
 	return c, client, events, ctx
 }
@@ -246,8 +246,7 @@ func TestControllerFences(t *testing.T) {
 		return n
 	}
 	c, client, events, ctx := newTestController(t, cfg, power, notReady("hung"), node("fine", corev1.ConditionTrue), notReady("spared"))
-	f := &fencer{}
-	c.fencer = f
+	f := c.fencer.(*fencer)
 
 	c.SyncAll(ctx)
 	c.fences.Wait()
