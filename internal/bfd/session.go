@@ -42,10 +42,10 @@ type Change struct {
 type Session struct {
 	cfg Settings
 
-	state, remoteState State
-	localDiscr         uint32
-	remoteDiscr        uint32
-	diag               Diag
+	state       State
+	localDiscr  uint32
+	remoteDiscr uint32
+	diag        Diag
 
 	// desiredMinTx is the interval this host advertises now: slowTx
 	// while the session is not Up, cfg.DesiredMinTx once it is.
@@ -75,7 +75,7 @@ type Session struct {
 // localDiscr (nonzero, unique among this host's sessions).
 func NewSession(localDiscr uint32, cfg Settings) *Session {
 	s := &Session{
-		cfg: cfg, state: Down, remoteState: Down, localDiscr: localDiscr,
+		cfg: cfg, state: Down, localDiscr: localDiscr,
 		desiredMinTx: max(slowTx, cfg.DesiredMinTx),
 		remoteMinRx:  time.Microsecond, // section 6.8.1: the initial value is 1
 		jitter:       rand.Float64,
@@ -114,7 +114,6 @@ func (s *Session) Receive(p Packet, now time.Time) (Change, bool) {
 		return Change{}, false
 	}
 	s.remoteDiscr = p.MyDiscr
-	s.remoteState = p.State
 	s.remoteMinRx = p.RequiredMinRx
 	s.remoteDesiredMinTx = p.DesiredMinTx
 	s.remoteDetectMult = p.DetectMult
@@ -188,7 +187,6 @@ func (s *Session) Expire(now time.Time) (Change, bool) {
 	}
 	s.detectAt = time.Time{}
 	s.remoteDiscr = 0
-	s.remoteState = Down
 	s.remoteMinRx = time.Microsecond
 	if s.state != Init && s.state != Up {
 		return Change{}, false
