@@ -151,6 +151,7 @@ type Agent struct {
 	looseOnce      sync.Once
 	held           map[netip.Addr]bool          // owned after the last sync (at start, the adopted); used by sync only
 	adopted        map[netip.Addr]bool          // left by the predecessor, until membership decides (adopts); used by sync only
+	heldBefore     heldBefore                   // virtual IPs some host is known to have held; used by sync only
 	owned          atomic.Pointer[[]netip.Addr] // held on the interface after the last sync, for a stop
 	ownOnly        map[string]bool              // LoadBalancers warned about as OwnNodeOnly; used by sync only
 	served         map[string]bool              // LoadBalancers that have had a healthy backend; used by sync only

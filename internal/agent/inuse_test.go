@@ -73,16 +73,32 @@ func TestStatusOfAnAddressInUse(t *testing.T) {
 	}
 }
 
-// TestFreshAddresses: only addresses no status names a holder of are
-// probed.
+// TestFreshAddresses: only addresses no host is known to have held are
+// probed. A status that once named a holder is remembered while the
+// address stays a virtual IP (a holder fails while the status is between
+// writes: the survivor must not probe), and so is an address this host
+// held; an address that stops being a virtual IP is forgotten.
 func TestFreshAddresses(t *testing.T) {
-	held, fresh := netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("192.0.2.201")
+	held, fresh, mine := netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("192.0.2.201"), netip.MustParseAddr("192.0.2.202")
 	lb := newLB("web", func(lb *v1alpha1.LoadBalancer) {
-		lb.Spec.Addresses = []string{held.String(), fresh.String()}
-		lb.Status.Addresses = []v1alpha1.AddressStatus{{Address: held.String(), Host: "lb-2"}, {Address: fresh.String()}}
+		lb.Spec.Addresses = []string{held.String(), fresh.String(), mine.String()}
+		lb.Status.Addresses = []v1alpha1.AddressStatus{{Address: held.String(), Host: "lb-2"}, {Address: fresh.String()}, {Address: mine.String()}}
 	})
-	got := freshOf([]netip.Addr{held, fresh}, []*v1alpha1.LoadBalancer{lb})
+	vips := []netip.Addr{held, fresh, mine}
+	var h heldBefore
+	got := h.fresh(vips, []*v1alpha1.LoadBalancer{lb}, map[netip.Addr]bool{mine: true})
 	if len(got) != 1 || !got[fresh] {
 		t.Errorf("fresh = %v, want only %s", got, fresh)
+	}
+	// The status names no holder any more (between two hosts' writes).
+	lb.Status.Addresses = []v1alpha1.AddressStatus{{Address: held.String()}, {Address: fresh.String()}, {Address: mine.String()}}
+	if got := h.fresh(vips, []*v1alpha1.LoadBalancer{lb}, nil); len(got) != 1 || !got[fresh] {
+		t.Errorf("after the status lost its holders: fresh = %v, want only %s", got, fresh)
+	}
+	// held leaves the virtual IPs (its Service deleted), then comes back
+	// (a new Service got it): probed again.
+	h.fresh([]netip.Addr{fresh, mine}, []*v1alpha1.LoadBalancer{lb}, nil)
+	if got := h.fresh(vips, []*v1alpha1.LoadBalancer{lb}, nil); len(got) != 2 || !got[held] || !got[fresh] {
+		t.Errorf("after %s left and came back: fresh = %v, want %s and %s", held, got, held, fresh)
 	}
 }

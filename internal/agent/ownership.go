@@ -196,32 +196,50 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 	a.warnGroupsLeftOut(mine)
 	vips := onLink(plan.VIPs, lbs)
 	return membership.Observation{
-		VIPs: vips, Fresh: freshOf(vips, lbs), DataPlaneErr: syncErr, NodesReachable: reachable,
+		VIPs: vips, Fresh: a.heldBefore.fresh(vips, lbs, a.held), DataPlaneErr: syncErr, NodesReachable: reachable,
 		Peers: gossipPeers(hosts), Hosts: hosts, Groups: groups, MyGroups: mine,
 		Advertised: advertisedOf(lbs), Sessions: a.sessions.families(),
 	}
 }
 
-// freshOf returns those of vips that no LoadBalancer's status names a
-// holder of: addresses no load-balancer host has held yet, which the
-// holder-to-be probes before it first announces one (membership's
-// probe.go). An address some host held (a failover, a restart) is never
-// probed: its takeover is not delayed.
-func freshOf(vips []netip.Addr, lbs []*v1alpha1.LoadBalancer) map[netip.Addr]bool {
-	held := map[netip.Addr]bool{}
+// heldBefore remembers, while they stay virtual IPs, the addresses some
+// load-balancer host is known to have held: a LoadBalancer status named a
+// holder of it once, or this host held it. A probe is for an address no
+// host has held yet (a new Service's); the status alone would not say that
+// reliably at the moment it matters: when a holder fails, the status may
+// be between writes (the host that handed the address back cleared its
+// name after the taker wrote its own, or the taker could not write while
+// its link was down), and the survivor would probe an address it must take
+// at once.
+type heldBefore map[netip.Addr]bool
+
+// fresh returns those of vips that no LoadBalancer's status names a
+// holder of, that this host does not hold (held) and that h has not seen
+// held before; it remembers the rest and forgets addresses that are no
+// longer virtual IPs (a new Service that gets one is probed again).
+func (h *heldBefore) fresh(vips []netip.Addr, lbs []*v1alpha1.LoadBalancer, held map[netip.Addr]bool) map[netip.Addr]bool {
+	if *h == nil {
+		*h = heldBefore{}
+	}
 	for _, lb := range lbs {
 		for _, a := range lb.Status.Addresses {
 			if ad, err := netip.ParseAddr(a.Address); err == nil && a.Host != "" {
-				held[ad.Unmap()] = true
+				(*h)[ad.Unmap()] = true
 			}
 		}
 	}
+	for v := range held {
+		(*h)[v] = true
+	}
+	current := map[netip.Addr]bool{}
 	out := map[netip.Addr]bool{}
 	for _, v := range vips {
-		if !held[v] {
+		current[v] = true
+		if !(*h)[v] {
 			out[v] = true
 		}
 	}
+	maps.DeleteFunc(*h, func(v netip.Addr, _ bool) bool { return !current[v] })
 	return out
 }
 
