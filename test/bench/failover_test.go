@@ -126,10 +126,10 @@ const (
 )
 
 // fastDetection are the agent flags of the fast failure detector:
-// memberlist probing every 100 ms with a 50 ms timeout, and a suspected
+// memberlist probing every 50 ms with a 25 ms timeout, and a suspected
 // host declared dead after one more probe interval
 // (docs/high-availability.md, "Faster failover").
-var fastDetection = []string{"--gossip-probe-interval=100ms", "--gossip-probe-timeout=50ms", "--gossip-suspicion-multiplier=1"}
+var fastDetection = []string{"--gossip-probe-interval=50ms", "--gossip-probe-timeout=25ms", "--gossip-suspicion-multiplier=1"}
 
 // keepalivedTimers are the VRRP settings of the keepalived scenarios: its
 // defaults (VRRPv2, an advertisement a second), and its fastest (VRRPv3,

@@ -139,7 +139,7 @@ const method = `
   failure detection: probe every 200 ms, 100 ms timeout, suspicion 2 probe
   intervals) plus ` + "`--ownership-hold-down=3s`" + `, which only shortens the
   return between trials. groundcloud-fast: the same with the fast
-  detector, ` + "`--gossip-probe-interval=100ms --gossip-probe-timeout=50ms --gossip-suspicion-multiplier=1`" + `,
+  detector, ` + "`--gossip-probe-interval=50ms --gossip-probe-timeout=25ms --gossip-suspicion-multiplier=1`" + `,
   on the passthrough Service.
 - keepalived: the Debian package, VRRP only, in each load-balancer host's
   namespace, holding the passthrough Service's virtual IP with its default

@@ -244,7 +244,7 @@ func stabilitySection(t *testing.T, results []stability, d, elapsed time.Duratio
 func detectionOf(impl string) string {
 	switch impl {
 	case implFast:
-		return "memberlist: probe every 100 ms, 50 ms timeout, suspicion 1 interval (" + "`" + strings.Join(fastDetection, " ") + "`)"
+		return "memberlist: probe every 50 ms, 25 ms timeout, suspicion 1 interval (" + "`" + strings.Join(fastDetection, " ") + "`)"
 	case implKeepalived:
 		return "VRRPv2, advertisement every 1 s"
 	case implKeepalivedFast:
