@@ -76,7 +76,12 @@ type FamilyUsage struct {
 	Size int64 `json:"size"`
 	// Used is the number of those addresses held by Services.
 	Used int64 `json:"used"`
-	// Free is Size - Used.
+	// InUse is the number of the other addresses that a station which is
+	// no load-balancer host claims on the link (the agents' address
+	// conflict detection): never handed out.
+	// +optional
+	InUse int64 `json:"inUse,omitempty"`
+	// Free is Size - Used - InUse.
 	Free int64 `json:"free"`
 }
 

@@ -253,6 +253,29 @@ type HostStatus struct {
 	// +listType=set
 	// +optional
 	Announcing []string `json:"announcing,omitempty"`
+	// InUse are the addresses of this LoadBalancer that this host owns and
+	// a station which is no load-balancer host claims on the link (address
+	// conflict detection; the AddressConflict condition says the same in
+	// words). The controller manager hands none of them to another Service.
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=map
+	// +listMapKey=address
+	// +optional
+	InUse []AddressInUse `json:"inUse,omitempty"`
+}
+
+// AddressInUse is an address a station which is no load-balancer host
+// claims on the link.
+type AddressInUse struct {
+	Address string `json:"address"`
+	// MAC is the other station's link-layer address.
+	MAC string `json:"mac"`
+	// Since is when the host first saw the claim.
+	Since metav1.Time `json:"since"`
+	// Announced: the host holds the address anyway (it held it before the
+	// claim) and defends it; false: it does not announce it.
+	// +optional
+	Announced bool `json:"announced,omitempty"`
 }
 
 // LoadBalancerList is a list of LoadBalancers.

@@ -51,8 +51,13 @@ func Desired(s Snapshot) []*v1alpha1.AddressPool {
 
 func familyUsage(u ipam.PoolUsage) v1alpha1.FamilyUsage {
 	return v1alpha1.FamilyUsage{
-		Family: string(u.Family), Size: saturate(u.Size), Used: saturate(u.Used), Free: saturate(u.Size - min(u.Used, u.Size)),
+		Family: string(u.Family), Size: saturate(u.Size), Used: saturate(u.Used), InUse: saturate(u.InUse), Free: saturate(freeOf(u)),
 	}
+}
+
+// freeOf is how many addresses of u are neither held nor in use.
+func freeOf(u ipam.PoolUsage) uint64 {
+	return u.Size - min(u.Used+u.InUse, u.Size)
 }
 
 func saturate(n uint64) int64 {
@@ -75,7 +80,7 @@ func summary(ap *v1alpha1.AddressPool, usage []ipam.PoolUsage) v1alpha1.UsageSum
 		if u.Size == math.MaxUint64 {
 			free = append(free, count(u.Size)) // too many to subtract from
 		} else {
-			free = append(free, count(u.Size-min(u.Used, u.Size)))
+			free = append(free, count(freeOf(u)))
 		}
 	}
 	return v1alpha1.UsageSummary{

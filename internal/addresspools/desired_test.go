@@ -33,7 +33,7 @@ func TestDesired(t *testing.T) {
 		},
 		Usage: []ipam.PoolUsage{
 			{Pool: "dual", Family: v1.IPv6Protocol, Size: math.MaxUint64, Used: 1},
-			{Pool: "dual", Family: v1.IPv4Protocol, Size: 20, Used: 3},
+			{Pool: "dual", Family: v1.IPv4Protocol, Size: 20, Used: 3, InUse: 2},
 		},
 		Orphans: map[string]int{"dual": 2, "gone": 1},
 	})
@@ -46,14 +46,14 @@ func TestDesired(t *testing.T) {
 		orphaned = append(orphaned, ap.Status.Orphaned)
 	}
 	wantSummaries := []v1alpha1.UsageSummary{
-		{Families: "IPv4,IPv6", Size: "20,~2^64", Used: "3,1", Free: "17,~2^64", Ranges: "2001:db8::/64,192.0.2.200-192.0.2.219"},
+		{Families: "IPv4,IPv6", Size: "20,~2^64", Used: "3,1", Free: "15,~2^64", Ranges: "2001:db8::/64,192.0.2.200-192.0.2.219"},
 		{},
 	}
 	if diff := cmp.Diff(wantSummaries, summaries); diff != "" {
 		t.Errorf("summaries (-want +got):\n%s", diff)
 	}
 	wantFamilies := [][]v1alpha1.FamilyUsage{
-		{{Family: "IPv4", Size: 20, Used: 3, Free: 17}, {Family: "IPv6", Size: math.MaxInt64, Used: 1, Free: math.MaxInt64}},
+		{{Family: "IPv4", Size: 20, Used: 3, InUse: 2, Free: 15}, {Family: "IPv6", Size: math.MaxInt64, Used: 1, Free: math.MaxInt64}},
 		nil,
 	}
 	if diff := cmp.Diff(wantFamilies, families); diff != "" {

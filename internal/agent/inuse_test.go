@@ -2,6 +2,7 @@ package agent
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,16 @@ func TestStatusOfAnAddressInUse(t *testing.T) {
 		!strings.Contains(conflict.Message, "192.0.2.200 is in use by MAC 02:00:00:00:00:99") || !strings.Contains(conflict.Message, "not announced") {
 		t.Fatalf("status = %+v", st.Conditions)
 	}
+	// The same in fields, for the controller manager (never to hand the
+	// address out again) and for kubectl.
+	wantInUse := []v1alpha1.AddressInUse{{Address: "192.0.2.200", MAC: "02:00:00:00:00:99", Since: metav1.NewTime(time.Unix(900, 0))}}
+	if !slices.EqualFunc(st.Hosts[0].InUse, wantInUse, sameInUse) {
+		t.Errorf("hosts[0].inUse = %+v, want %+v", st.Hosts[0].InUse, wantInUse)
+	}
 	lb.Status = st
+	if _, changed := desiredStatus(lb, r, now); changed {
+		t.Errorf("the same report writes again")
+	}
 
 	// Another host, which holds nothing of it and sees no conflict, leaves
 	// both conditions alone while the address is held by no host.
@@ -50,6 +60,9 @@ func TestStatusOfAnAddressInUse(t *testing.T) {
 	conflict = meta.FindStatusCondition(st.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict)
 	if !changed || ready == nil || ready.Status != metav1.ConditionTrue || conflict == nil || conflict.Status != metav1.ConditionFalse || conflict.Reason != ReasonNoConflict {
 		t.Fatalf("after the claim: %+v", st.Conditions)
+	}
+	if len(st.Hosts[0].InUse) != 0 {
+		t.Errorf("after the claim: hosts[0].inUse = %+v", st.Hosts[0].InUse)
 	}
 	lb.Status = st
 	st, _ = desiredStatus(lb, hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: clear, Held: []netip.Addr{vip}}, now)

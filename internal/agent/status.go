@@ -114,6 +114,11 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 	for _, a := range r.Announcing {
 		st.Hosts[0].Announcing = append(st.Hosts[0].Announcing, a.String())
 	}
+	for _, u := range inUse {
+		st.Hosts[0].InUse = append(st.Hosts[0].InUse, v1alpha1.AddressInUse{
+			Address: u.VIP.String(), MAC: u.MAC, Since: metav1.NewTime(u.Since.Truncate(time.Second)), Announced: u.Announced,
+		})
+	}
 	for _, a := range r.Held {
 		st.Addresses = append(st.Addresses, v1alpha1.AddressStatus{Address: a.String(), Host: r.Host})
 	}
@@ -238,6 +243,12 @@ func hostConditions(lb *v1alpha1.LoadBalancer, host string) []metav1.Condition {
 	return nil
 }
 
+// sameInUse compares two reports of an address in use; the times to the
+// second, as the apiserver stores them.
+func sameInUse(a, b v1alpha1.AddressInUse) bool {
+	return a.Address == b.Address && a.MAC == b.MAC && a.Announced == b.Announced && a.Since.Equal(&b.Since)
+}
+
 // covers reports whether have already contains every field of want.
 func covers(have, want v1alpha1.LoadBalancerStatus) bool {
 	if len(want.Conditions) > 0 && have.ObservedGeneration != want.ObservedGeneration {
@@ -251,12 +262,13 @@ func covers(have, want v1alpha1.LoadBalancerStatus) bool {
 	for _, h := range want.Hosts {
 		var got []metav1.Condition
 		var announcing []string
+		var inUse []v1alpha1.AddressInUse
 		for _, hh := range have.Hosts {
 			if hh.Name == h.Name {
-				got, announcing = hh.Conditions, hh.Announcing
+				got, announcing, inUse = hh.Conditions, hh.Announcing, hh.InUse
 			}
 		}
-		if !slices.Equal(announcing, h.Announcing) {
+		if !slices.Equal(announcing, h.Announcing) || !slices.EqualFunc(inUse, h.InUse, sameInUse) {
 			return false
 		}
 		for _, c := range h.Conditions {

@@ -31,6 +31,9 @@ type PoolUsage struct {
 	Family v1.IPFamily
 	Size   uint64 // addresses in the pool's ranges of the family, saturating at math.MaxUint64
 	Used   uint64 // of those, held by any Service (orphans included)
+	// InUse are those of the rest that a station which is no load-balancer
+	// host claims (SetInUse): never handed out, so not free either.
+	InUse uint64
 }
 
 // Allocator assigns addresses of pools to Services. It is not safe for
@@ -42,8 +45,9 @@ type Allocator struct {
 	byName  map[string]*pool
 	records map[types.NamespacedName]*record
 	held    map[netip.Addr]*holding
-	used    [2]addrSet // the keys of held, per family
+	used    [2]addrSet // the keys of held and of inUse, per family
 	shared  map[string]map[netip.Addr]struct{}
+	inUse   map[netip.Addr]bool // claimed by a station which is no load-balancer host (SetInUse)
 }
 
 // pool is a config.Pool with its ranges as sorted spans per family.
@@ -84,6 +88,7 @@ func New(pools []*config.Pool) *Allocator {
 		records: map[types.NamespacedName]*record{},
 		held:    map[netip.Addr]*holding{},
 		shared:  map[string]map[netip.Addr]struct{}{},
+		inUse:   map[netip.Addr]bool{},
 	}
 	a.SetPools(pools)
 	return a
@@ -117,6 +122,27 @@ func (a *Allocator) SetPools(pools []*config.Pool) {
 		a.pools = append(a.pools, p)
 		a.byName[cp.Name] = p
 	}
+}
+
+// SetInUse replaces the addresses known to be in use on the link by a
+// station which is no load-balancer host (the agents' address conflict
+// detection). Picking a free address skips them; a Service that holds one
+// keeps it, and one that asks for one by address gets it (the agents
+// report the conflict; the address is not announced while it lasts).
+func (a *Allocator) SetInUse(addrs []netip.Addr) {
+	want := map[netip.Addr]bool{}
+	for _, addr := range addrs {
+		want[addr.Unmap()] = true
+	}
+	for addr := range a.inUse {
+		if !want[addr] && a.held[addr] == nil {
+			a.used[familyOf(addr)].remove(toU128(addr))
+		}
+	}
+	for addr := range want {
+		a.used[familyOf(addr)].insert(toU128(addr))
+	}
+	a.inUse = want
 }
 
 // Lookup returns the allocation of a Service.
@@ -201,6 +227,12 @@ func (a *Allocator) Usage() []PoolUsage {
 			for _, s := range spans {
 				u.Size = addSaturating(u.Size, s.size())
 				u.Used += uint64(a.used[f].countIn(s))
+			}
+			for addr := range a.inUse {
+				if familyOf(addr) == family(f) && a.held[addr] == nil && p.contains(addr) {
+					u.Used--
+					u.InUse++
+				}
 			}
 			out = append(out, u)
 		}
@@ -326,7 +358,7 @@ func (a *Allocator) unhold(key types.NamespacedName, rec *record, keep ...netip.
 			continue
 		}
 		delete(a.held, addr)
-		if !slices.Contains(keep, addr) {
+		if !slices.Contains(keep, addr) && !a.inUse[addr] {
 			a.used[familyOf(addr)].remove(toU128(addr))
 		}
 		if h.sharingKey != "" {

@@ -511,3 +511,40 @@ func TestCrossNamespaceSharersKeepTheirAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestInUse: an address another station claims on the link is never
+// handed out; a Service that holds it keeps it, one that asks for it gets
+// it; released, it stays out of reach until no longer in use. Usage counts
+// it apart from the used and the free.
+func TestInUse(t *testing.T) {
+	a := New([]*config.Pool{newPool("a", ranges("10.0.0.10-10.0.0.13"))})
+	a.SetInUse(addrs("10.0.0.10"))
+	if got := mustAssign(t, a, newService("x")); !cmp.Equal(got, alloc("a", "10.0.0.11"), addrCmp) {
+		t.Errorf("x = %v, want the lowest address not in use", got)
+	}
+	a.SetInUse(addrs("10.0.0.10", "10.0.0.11"))
+	if got := mustAssign(t, a, newService("x")); !cmp.Equal(got, alloc("a", "10.0.0.11"), addrCmp) {
+		t.Errorf("x = %v, want to keep its address once it is in use", got)
+	}
+	if got := a.Usage(); len(got) != 1 || got[0].Used != 1 || got[0].InUse != 1 {
+		t.Errorf("usage = %+v, want 1 used and 1 in use", got)
+	}
+	a.Release(key("x"))
+	if got := mustAssign(t, a, newService("y")); !cmp.Equal(got, alloc("a", "10.0.0.12"), addrCmp) {
+		t.Errorf("y = %v, want neither address in use", got)
+	}
+	if got := mustAssign(t, a, newService("z", withIPs("10.0.0.10"))); !cmp.Equal(got, alloc("a", "10.0.0.10"), addrCmp) {
+		t.Errorf("z asked for 10.0.0.10: %v", got)
+	}
+	if got := a.Usage(); len(got) != 1 || got[0].Used != 2 || got[0].InUse != 1 {
+		t.Errorf("usage = %+v, want 2 used and 1 in use", got)
+	}
+	a.Release(key("z"))
+	a.SetInUse(nil)
+	if got := mustAssign(t, a, newService("w")); !cmp.Equal(got, alloc("a", "10.0.0.10"), addrCmp) {
+		t.Errorf("w = %v, want the address no longer in use", got)
+	}
+	if got := a.Usage(); len(got) != 1 || got[0].Used != 2 || got[0].InUse != 0 {
+		t.Errorf("usage = %+v, want 2 used", got)
+	}
+}

@@ -383,13 +383,18 @@ func (m *propModel) checkIndexes(holders map[netip.Addr][]types.NamespacedName) 
 		}
 		nused[familyOf(addr)]++
 	}
+	for addr := range a.inUse {
+		if holders[addr] == nil {
+			nused[familyOf(addr)]++
+		}
+	}
 	for f, set := range a.used {
 		for i, u := range set {
 			if i > 0 && set[i-1].cmp(u) >= 0 {
 				m.fatalf("used[%d] is not sorted: %v", f, set)
 			}
-			if holders[u.addr(family(f))] == nil {
-				m.fatalf("used[%d] has %s, which nobody holds", f, u.addr(family(f)))
+			if holders[u.addr(family(f))] == nil && !a.inUse[u.addr(family(f))] {
+				m.fatalf("used[%d] has %s, which nobody holds and nobody uses", f, u.addr(family(f)))
 			}
 		}
 		if len(set) != nused[f] {

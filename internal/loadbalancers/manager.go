@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -72,10 +73,12 @@ type Manager struct {
 	ready    chan struct{}               // closed once the allocator is rebuilt
 	install  func(context.Context) error // the CRDs
 
-	mu        sync.Mutex // guards alloc, pools and kept
+	mu        sync.Mutex // guards alloc, pools, kept and inUse
 	alloc     *ipam.Allocator
 	poolsFrom *config.Config
 	kept      keptAnnounces
+	inUse     *inUseTracker
+	inUseSet  []netip.Addr // what alloc was last given (SetInUse)
 
 	events  EventRecorder // on Services: orphaned addresses
 	orphans *orphanReporter
@@ -102,6 +105,7 @@ func NewManager(dyn dynamic.Interface, cfg func() *config.Config, cluster inform
 		written: writeCache{m: map[types.NamespacedName]lastWrite{}},
 		ready:   make(chan struct{}),
 		kept:    keptAnnounces{},
+		inUse:   newInUseTracker(),
 		install: func(ctx context.Context) error { return crdinstall.All(ctx, dyn, FieldManager) },
 		events:  events, orphans: newOrphanReporter(),
 	}
@@ -136,6 +140,7 @@ func (m *Manager) Run(ctx context.Context) {
 	close(m.ready)
 	m.orphans.due()
 	go m.reportOrphans(ctx)
+	go m.forgetInUse(ctx)
 	go m.pools.Run(ctx)
 	m.reconcile(ctx)
 }
@@ -172,6 +177,8 @@ func (m *Manager) rebuild(ctx context.Context) {
 	defer m.mu.Unlock()
 	cfg := m.config()
 	m.alloc, m.poolsFrom = ipam.New(cfg.Pools), cfg
+	m.inUseSet = nil
+	m.applyInUse(ctx, time.Now())
 	for _, lb := range lbs {
 		alloc, terms, err := m.recordOf(lb)
 		if err == nil {

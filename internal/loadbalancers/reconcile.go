@@ -30,6 +30,7 @@ func (m *Manager) watch(ctx context.Context) {
 		AddFunc: func(obj any) {
 			if lb, ok := obj.(*v1alpha1.LoadBalancer); ok {
 				m.written.observed(keyOfLB(lb), lb.ResourceVersion)
+				m.noteInUse(ctx, keyOfLB(lb), lb)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
@@ -39,6 +40,7 @@ func (m *Manager) watch(ctx context.Context) {
 				return
 			}
 			m.written.observed(keyOfLB(c), c.ResourceVersion)
+			m.noteInUse(ctx, keyOfLB(c), c)
 			if o.Generation != c.Generation {
 				m.queue.Add(keyOfLB(c))
 			}
@@ -54,6 +56,7 @@ func (m *Manager) watch(ctx context.Context) {
 			}
 			key := types.NamespacedName{Namespace: ns, Name: name}
 			m.written.forget(key)
+			m.noteInUse(ctx, key, nil)
 			m.queue.Add(key)
 		},
 	})

@@ -25,7 +25,10 @@ import (
 // printer's MAC, Ready is false, the agents' metric counts both. The
 // printer lets the addresses go: they are held and announced, the
 // condition turns false. The printer takes the IPv4 one again: its holder
-// keeps it and defends it (Defended), nothing moves.
+// keeps it and defends it (Defended), nothing moves. The hosts report the
+// conflict in status.hosts[].inUse, and the controller manager hands the
+// address to no other Service: with the Service deleted, a new one gets
+// the next address of the pool, though the printer's is the lowest.
 func TestAddressInUse(t *testing.T) {
 	env := startHAEnvKeys(t, 2, true, false)
 	ctx := t.Context()
@@ -34,7 +37,9 @@ func TestAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	mac := hostMAC(t, printer)
-	v4, v6 := netip.MustParseAddr("192.0.2.215"), netip.MustParseAddr("2001:db8:0:1::d7")
+	// 192.0.2.200: the lowest address of the pool, which the allocator
+	// would hand out first.
+	v4, v6 := netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("2001:db8:0:1::d7")
 	ipAddr := func(op string, a netip.Addr) {
 		t.Helper()
 		args := []string{"addr", op, netip.PrefixFrom(a, a.BitLen()).String(), "dev", printer.Iface}
@@ -91,6 +96,32 @@ func TestAddressInUse(t *testing.T) {
 			t.Errorf("%s held by %v while the printer answers for it", a, h)
 		}
 	}
+
+	// The same in fields, for the controller manager and kubectl.
+	eventually(t, "status.hosts[].inUse naming both addresses", func() bool {
+		n := 0
+		for _, h := range env.loadBalancer(t, "taken").Status.Hosts {
+			for _, u := range h.InUse {
+				if (u.Address == v4.String() || u.Address == v6.String()) && u.MAC == mac && !u.Announced {
+					n++
+				}
+			}
+		}
+		return n >= 2
+	})
+	// The controller manager hands the printer's address to no one else:
+	// with "taken" deleted, a new Service gets the next address.
+	env.delete(t, "taken")
+	env.create(t, newService("next", withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
+	if got := env.addresses(t, "next", 1); len(got) != 1 || got[0] != v4.Next() {
+		t.Errorf("next got %v, want %s (%s is in use)", got, v4.Next(), v4)
+	}
+	env.delete(t, "next")
+	// Asked for by address, it is given (and the agents report it again).
+	env.create(t, newService("taken", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), dualStack,
+		withAnnotation(annotation.LoadBalancerIPs, v4.String()+","+v6.String())))
+	env.addresses(t, "taken", 2)
+	cond(metav1.ConditionTrue, "InUse")
 
 	// The printer lets the addresses go.
 	ipAddr("del", v4)

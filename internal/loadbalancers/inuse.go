@@ -1,0 +1,130 @@
+package loadbalancers
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
+)
+
+// inUseMemory is how long an address stays out of reach after the last
+// LoadBalancer that reported it in use is deleted: once no Service has it,
+// no agent probes it, so nothing says when the other station lets it go.
+// A Service given it later is probed again all the same (the agents probe
+// every address no host has held), so forgetting costs a report, not an
+// outage.
+const inUseMemory = time.Hour
+
+// inUseTracker collects the addresses the agents report in use by a
+// station which is no load-balancer host (status.hosts[].inUse), which the
+// allocator must not hand out (ipam SetInUse). It is pure: the caller
+// passes the time and holds the Manager's mu.
+type inUseTracker struct {
+	byLB map[types.NamespacedName][]netip.Addr
+	// gone are addresses last reported by a LoadBalancer since deleted,
+	// with when they are forgotten.
+	gone map[netip.Addr]time.Time
+}
+
+func newInUseTracker() *inUseTracker {
+	return &inUseTracker{byLB: map[types.NamespacedName][]netip.Addr{}, gone: map[netip.Addr]time.Time{}}
+}
+
+// reportedInUse returns the addresses of lb that any host reports in use,
+// sorted and distinct.
+func reportedInUse(lb *v1alpha1.LoadBalancer) []netip.Addr {
+	var out []netip.Addr
+	for _, h := range lb.Status.Hosts {
+		for _, u := range h.InUse {
+			if a, err := netip.ParseAddr(u.Address); err == nil && slices.Contains(lb.Spec.Addresses, u.Address) {
+				out = append(out, a.Unmap())
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// update records what LoadBalancer key reports now (lb nil: it was
+// deleted, and what it reported is remembered for inUseMemory). It
+// returns whether the set of addresses in use changed.
+func (t *inUseTracker) update(key types.NamespacedName, lb *v1alpha1.LoadBalancer, now time.Time) bool {
+	before := t.addrs(now)
+	if lb == nil {
+		for _, a := range t.byLB[key] {
+			t.gone[a] = now.Add(inUseMemory)
+		}
+		delete(t.byLB, key)
+	} else if r := reportedInUse(lb); len(r) > 0 {
+		t.byLB[key] = r
+		for _, a := range r {
+			delete(t.gone, a) // reported again: as long as it is
+		}
+	} else {
+		delete(t.byLB, key)
+	}
+	return !slices.Equal(before, t.addrs(now))
+}
+
+// addrs returns the addresses in use now, sorted, and forgets those
+// remembered for longer than inUseMemory.
+func (t *inUseTracker) addrs(now time.Time) []netip.Addr {
+	maps.DeleteFunc(t.gone, func(_ netip.Addr, until time.Time) bool { return !now.Before(until) })
+	set := map[netip.Addr]bool{}
+	for _, r := range t.byLB {
+		for _, a := range r {
+			set[a] = true
+		}
+	}
+	for a := range t.gone {
+		set[a] = true
+	}
+	return slices.SortedFunc(maps.Keys(set), netip.Addr.Compare)
+}
+
+// noteInUse records what LoadBalancer key reports in use (lb nil: it was
+// deleted) and gives the allocator the new set.
+func (m *Manager) noteInUse(ctx context.Context, key types.NamespacedName, lb *v1alpha1.LoadBalancer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if m.inUse.update(key, lb, now) {
+		m.applyInUse(ctx, now)
+	}
+}
+
+// applyInUse gives the allocator the addresses in use now when they
+// changed. Callers hold mu.
+func (m *Manager) applyInUse(ctx context.Context, now time.Time) {
+	addrs := m.inUse.addrs(now)
+	if m.alloc == nil || slices.Equal(addrs, m.inUseSet) {
+		return
+	}
+	m.alloc.SetInUse(addrs)
+	m.inUseSet = addrs
+	m.usageChanged()
+	klog.FromContext(ctx).Info("Addresses in use by stations that are no load-balancer hosts are not handed out", "addresses", addrs)
+}
+
+// forgetInUse lets the addresses remembered from deleted LoadBalancers go
+// once inUseMemory has passed, until ctx ends.
+func (m *Manager) forgetInUse(ctx context.Context) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			m.mu.Lock()
+			m.applyInUse(ctx, now)
+			m.mu.Unlock()
+		}
+	}
+}
