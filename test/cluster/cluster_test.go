@@ -31,7 +31,8 @@ import (
 // load-balancer scenarios on the path users run, client → VIP → a node's
 // kube-proxy → a Pod (lb_test.go): every connection answered also when the
 // holder is a Node, UDP, IPv6, Local policy by where the Pods run, a node
-// drained by kube-proxy's own health, source ranges, pod routes, a worker
+// drained by kube-proxy's own health, source ranges, pod routes, addresses
+// in use by a station on the link (conflict_test.go), a worker
 // joining the running cluster (its kubelet started late) and becoming a
 // backend, the apiserver away while the agents follow a node's health, the
 // holder's agent killed and its link cut with a long-lived
@@ -108,6 +109,7 @@ func TestCluster(t *testing.T) {
 	t.Run("source ranges", func(t *testing.T) { checkSourceRanges(t, c) })
 	t.Run("the holder's own node the only backend", func(t *testing.T) { checkOwnNodeOnly(t, c, dyn) })
 	t.Run("shared address, deleted and reused", func(t *testing.T) { checkSharedAddress(t, c) })
+	t.Run("addresses in use by a station on the link: not announced until it lets them go", func(t *testing.T) { checkAddressInUse(t, c) })
 	withWeb("load-balancer host retired", func(t *testing.T, s *lbScenario) { checkHostRetired(t, c, dyn, s) })
 	t.Run("passthrough", func(t *testing.T) { checkPassthrough(t, c) })
 	// Its last check pulls a cable.
