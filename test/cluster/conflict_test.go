@@ -174,7 +174,9 @@ type cmdError struct {
 	out  string
 }
 
-func (e *cmdError) Error() string { return "ip " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + e.out }
+func (e *cmdError) Error() string {
+	return "ip " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + e.out
+}
 
 // linkMAC is the link-layer address of h's interface.
 func linkMAC(t *testing.T, h *netlab.Host) string {
