@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -40,7 +41,7 @@ func checkAddressInUse(t *testing.T, c *realcluster.Cluster) {
 			args = append(args, "nodad")
 		}
 		if out, err := outsider.Command(ctx, "ip", args...).CombinedOutput(); err != nil {
-			return &cmdError{args: args, err: err, out: string(out)}
+			return fmt.Errorf("ip %s in %s: %w\n%s", strings.Join(args, " "), outsider.Name, err, out)
 		}
 		return nil
 	}
@@ -166,16 +167,6 @@ func checkAddressInUse(t *testing.T, c *realcluster.Cluster) {
 	if err := c.Client.CoreV1().Services(echoNS).Delete(ctx, "inuse", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-type cmdError struct {
-	args []string
-	err  error
-	out  string
-}
-
-func (e *cmdError) Error() string {
-	return "ip " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + e.out
 }
 
 // linkMAC is the link-layer address of h's interface.
