@@ -101,6 +101,9 @@ type Pool struct {
 	// Forwarding is how load-balancer hosts hand the pool's traffic to
 	// nodes.
 	Forwarding Forwarding
+	// AddressConflict is what happens to a Service whose address the
+	// agents find in use by a station which is no load-balancer host.
+	AddressConflict AddressConflict
 	// Announce is how the pool's addresses are made known (bgp.go).
 	Announce Announce
 	// Hosts selects the load-balancer hosts that serve the pool; never nil
@@ -122,6 +125,20 @@ const (
 	// ForwardingProxy DNATs to a node's NodePort and SNATs to the VIP;
 	// replies cross the load-balancer host (ipMode Proxy).
 	ForwardingProxy Forwarding = "proxy"
+)
+
+// AddressConflict is what happens to a Service of a pool whose address
+// the agents find in use on the link by a station which is no
+// load-balancer host.
+type AddressConflict string
+
+const (
+	// AddressConflictKeep: the Service keeps the address, unannounced
+	// while the conflict lasts, and the conflict is reported.
+	AddressConflictKeep AddressConflict = "keep"
+	// AddressConflictMove: a Service that did not ask for the address is
+	// given a free one of its pool instead.
+	AddressConflictMove AddressConflict = "move"
 )
 
 // Routes is the [Routes] section.

@@ -274,6 +274,16 @@ var baseKeys = []keySpec{
 			"`groundcloud.io/forwarding` annotation ([annotations](annotations.md#groundcloudioforwarding)).",
 	},
 	{
+		section: poolSection, name: "address-conflict", dflt: string(AddressConflictKeep),
+		value: assign(addressConflict, func(t *target) *AddressConflict { return &t.pool.AddressConflict }),
+		doc: "What happens to a Service when the load-balancer hosts find its address in use on the link by a station " +
+			"that is no load-balancer host ([addresses in use](high-availability.md#addresses-in-use-by-another-station)). " +
+			"`keep`: it keeps the address, which is not announced while the station claims it, and the conflict is " +
+			"reported (a Warning Event, a condition, a metric and an alert). `move`: a Service that did not ask for that " +
+			"address is given a free address of the pool instead (an `AddressMoved` Event on the Service says from which " +
+			"to which); one that asked for it keeps it as with `keep`. Either way no other Service is given the address.",
+	},
+	{
 		section: routesSection, name: "enabled", dflt: "true",
 		value: assign(boolValue, func(t *target) *bool { return &t.routes.Enabled }),
 		doc: "Whether the provider offers the Routes interface: the route controller then writes a `Route` object " +

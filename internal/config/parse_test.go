@@ -74,7 +74,7 @@ func withLabel(k, v string) func(*Machine) {
 
 // newPool is a pool with the defaults.
 func newPool(name string, opts ...func(*Pool)) *Pool {
-	p := &Pool{Name: name, AutoAssign: true, Forwarding: ForwardingPassthrough, Announce: AnnounceL2, Hosts: labels.Everything()}
+	p := &Pool{Name: name, AutoAssign: true, Forwarding: ForwardingPassthrough, AddressConflict: AddressConflictKeep, Announce: AnnounceL2, Hosts: labels.Everything()}
 	for _, o := range opts {
 		o(p)
 	}

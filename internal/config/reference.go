@@ -161,6 +161,7 @@ namespace = tools
 auto-assign = false
 allow-cross-namespace-sharing = true  ; intranet and tools may share an address
 forwarding = proxy  ; the office nodes are not on the load-balancer hosts' subnet
+address-conflict = move  ; a Service whose address a forgotten static host answers for gets another
 
 [Pool "edge"]
 addresses = 198.51.100.0/26

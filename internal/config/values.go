@@ -72,6 +72,11 @@ var (
 		doc:   "`passthrough` or `proxy`, in any case.",
 		parse: parseForwarding,
 	}
+	addressConflict = valueType[AddressConflict]{
+		name:  "address conflict",
+		doc:   "`keep` or `move`, in any case.",
+		parse: parseAddressConflict,
+	}
 	addrRange = valueType[AddrRange]{
 		name:  "address range",
 		doc:   "A CIDR with no host bits set (`192.0.2.0/28`, `2001:db8::/120`) or an inclusive range `first-last` of one family (`192.0.2.10-192.0.2.20`).",
@@ -208,6 +213,17 @@ func parseForwarding(s string) (Forwarding, error) {
 		return "", errEmpty
 	}
 	return "", fmt.Errorf("%q is not a forwarding mode; use passthrough or proxy", s)
+}
+
+func parseAddressConflict(s string) (AddressConflict, error) {
+	switch c := AddressConflict(strings.ToLower(s)); c {
+	case AddressConflictKeep, AddressConflictMove:
+		return c, nil
+	}
+	if s == "" {
+		return "", errEmpty
+	}
+	return "", fmt.Errorf("%q is not an address-conflict policy; use keep or move", s)
 }
 
 // invalid turns the messages of a k8s.io validation function into an error.

@@ -548,3 +548,42 @@ func TestInUse(t *testing.T) {
 		t.Errorf("usage = %+v, want 2 used", got)
 	}
 }
+
+// TestInUseMoves: in a pool with address-conflict = move, a Service whose
+// address turns out to be in use is given the lowest free one on its next
+// Assign (MovesAway says so beforehand); one that asked for the address
+// keeps it; with no free address left it keeps its own. In a keep pool
+// nothing moves.
+func TestInUseMoves(t *testing.T) {
+	move := func(p *config.Pool) { p.AddressConflict = config.AddressConflictMove }
+	a := New([]*config.Pool{
+		newPool("m", ranges("10.0.0.10-10.0.0.12"), move),
+		newPool("k", ranges("10.0.1.10-10.0.1.12")),
+	})
+	x := newService("x", withPool("m"))
+	asked := newService("asked", withPool("m"), withIPs("10.0.0.11"))
+	kept := newService("kept", withPool("k"))
+	mustAssign(t, a, x)
+	mustAssign(t, a, asked)
+	mustAssign(t, a, kept)
+	a.SetInUse(addrs("10.0.0.10", "10.0.0.11", "10.0.1.10"))
+	for name, want := range map[string]bool{"x": true, "asked": true, "kept": false} {
+		if got := a.MovesAway(key(name)); got != want {
+			t.Errorf("MovesAway(%s) = %v, want %v", name, got, want)
+		}
+	}
+	if got := mustAssign(t, a, x); !cmp.Equal(got, alloc("m", "10.0.0.12"), addrCmp) {
+		t.Errorf("x = %v, want moved to 10.0.0.12", got)
+	}
+	if got := mustAssign(t, a, asked); !cmp.Equal(got, alloc("m", "10.0.0.11"), addrCmp) {
+		t.Errorf("asked = %v, want the address it asked for", got)
+	}
+	if got := mustAssign(t, a, kept); !cmp.Equal(got, alloc("k", "10.0.1.10"), addrCmp) {
+		t.Errorf("kept = %v, want its address (pool keeps)", got)
+	}
+	// 10.0.0.12 in use too: x has nowhere to go and keeps it.
+	a.SetInUse(addrs("10.0.0.10", "10.0.0.11", "10.0.0.12"))
+	if got := mustAssign(t, a, x); !cmp.Equal(got, alloc("m", "10.0.0.12"), addrCmp) {
+		t.Errorf("x = %v, want to keep 10.0.0.12 with no free address", got)
+	}
+}

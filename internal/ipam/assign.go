@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundcloud/groundcloud/internal/annotation"
 	"github.com/groundcloud/groundcloud/internal/config"
@@ -289,9 +290,16 @@ func requested(req *Request, f family) (netip.Addr, bool) {
 // it still may; else the lowest one its sharing key holds that it may
 // share; else the lowest free one.
 func (a *Allocator) pick(req *Request, cur *record, p *pool, f family) (netip.Addr, bool) {
+	// An address in use by another station, of a pool that moves such
+	// Services: kept only when there is nothing else to take.
+	var fallback netip.Addr
 	if cur != nil {
 		for _, addr := range cur.alloc.Addresses {
 			if familyOf(addr) == f && p.contains(addr) && a.conflict(addr, req, req.forwardingIn(p)) == nil {
+				if a.movesAway(addr, p) {
+					fallback = addr
+					continue
+				}
 				return addr, true
 			}
 		}
@@ -306,7 +314,29 @@ func (a *Allocator) pick(req *Request, cur *record, p *pool, f family) (netip.Ad
 			return u.addr(f), true
 		}
 	}
-	return netip.Addr{}, false
+	return fallback, fallback.IsValid()
+}
+
+// movesAway reports whether a Service holding addr, which it did not ask
+// for, is to be given another address of p: addr is in use by another
+// station and p moves such Services (address-conflict = move).
+func (a *Allocator) movesAway(addr netip.Addr, p *pool) bool {
+	return a.inUse[addr] && p.AddressConflict == config.AddressConflictMove
+}
+
+// MovesAway reports whether the Service key holds an address that Assign
+// would move (see movesAway), unless it asks for that address.
+func (a *Allocator) MovesAway(key types.NamespacedName) bool {
+	rec := a.records[key]
+	if rec == nil {
+		return false
+	}
+	for _, addr := range rec.alloc.Addresses {
+		if p := a.poolContaining(addr); p != nil && a.movesAway(addr, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // lowestShared is the lowest address of family f in p that another
@@ -317,7 +347,7 @@ func (a *Allocator) lowestShared(req *Request, p *pool, f family) (netip.Addr, b
 		if familyOf(addr) != f || (best.IsValid() && best.Less(addr)) || !p.contains(addr) {
 			continue
 		}
-		if h := a.held[addr]; len(h.owners) == 1 && h.owners[0] == req.Key {
+		if h := a.held[addr]; (len(h.owners) == 1 && h.owners[0] == req.Key) || a.movesAway(addr, p) {
 			continue
 		}
 		if a.conflict(addr, req, req.forwardingIn(p)) == nil {

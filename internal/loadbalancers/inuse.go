@@ -2,11 +2,17 @@ package loadbalancers
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -110,6 +116,70 @@ func (m *Manager) applyInUse(ctx context.Context, now time.Time) {
 	m.inUseSet = addrs
 	m.usageChanged()
 	klog.FromContext(ctx).Info("Addresses in use by stations that are no load-balancer hosts are not handed out", "addresses", addrs)
+	m.queueMoves()
+}
+
+// queueMoves queues the Services that hold an address in use of a pool
+// with address-conflict = move: the queue's refresh gives them another
+// address (moveInUse). Callers hold mu.
+func (m *Manager) queueMoves() {
+	for key := range m.inUse.byLB {
+		if m.alloc.MovesAway(key) {
+			m.queue.Add(key)
+		}
+	}
+}
+
+// ReasonAddressMoved is the Event on a Service given another address
+// because its own is in use by another station (address-conflict = move).
+const ReasonAddressMoved = "AddressMoved"
+
+// moveInUse gives svc another address of its pool when one it holds is in
+// use by a station which is no load-balancer host and its pool moves such
+// Services (ipam Allocator.MovesAway); it writes the LoadBalancer and the
+// Service's status (the service controller writes it only after Ensure,
+// which a status report does not call) and records an Event. It reports
+// whether it moved anything. The caller holds svc's key lock.
+func (m *Manager) moveInUse(ctx context.Context, svc *v1.Service) (bool, error) {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	m.mu.Lock()
+	moves := m.alloc != nil && m.alloc.MovesAway(key)
+	m.mu.Unlock()
+	if !moves {
+		return false, nil
+	}
+	before, _ := m.held(key)
+	a, held, err := m.assign(svc)
+	if err != nil || !held || slices.Equal(before.Addresses, a.Addresses) {
+		return false, nil // asked for by address, or nowhere to go: kept
+	}
+	spec, _ := m.desiredSpec(svc, a)
+	if err := m.write(ctx, svc, spec); err != nil {
+		return false, err
+	}
+	st := ServiceStatus(&spec)
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": st}})
+	if err != nil {
+		return false, err
+	}
+	if _, err := m.dyn.Resource(servicesGVR).Namespace(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return false, fmt.Errorf("write the moved addresses to Service %s: %w", klog.KObj(svc), err)
+	}
+	m.events.Eventf(svc, v1.EventTypeWarning, ReasonAddressMoved,
+		"%s is in use by a station that is no load-balancer host and pool %q moves such Services (address-conflict = move): addresses now %s",
+		addrList(before.Addresses), a.Pool, addrList(a.Addresses))
+	klog.FromContext(ctx).Info("Moved a Service off an address in use by another station", "service", klog.KObj(svc), "from", before.Addresses, "to", a.Addresses)
+	return true, nil
+}
+
+var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+
+func addrList(addrs []netip.Addr) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // forgetInUse lets the addresses remembered from deleted LoadBalancers go

@@ -376,6 +376,7 @@ func (m *Manager) refreshPools() bool {
 	}
 	m.poolsFrom = cfg
 	m.pools.Due()
+	m.queueMoves() // a pool may move Services off addresses in use now
 	return true
 }
 

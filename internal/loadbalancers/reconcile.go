@@ -110,6 +110,9 @@ func (m *Manager) refresh(ctx context.Context, key types.NamespacedName) error {
 	if !wantsLoadBalancer(svc) {
 		return nil
 	}
+	if moved, err := m.moveInUse(ctx, svc); moved || err != nil {
+		return err
+	}
 	a, ok := m.held(key)
 	if !ok {
 		return nil

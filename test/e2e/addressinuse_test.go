@@ -210,3 +210,56 @@ func hostMAC(t *testing.T, h *netlab.Host) string {
 	}
 	return mac
 }
+
+// TestAddressInUseMoves: in a pool with address-conflict = move, a new
+// Service given an address that a station which is no load-balancer host
+// holds (the printer, on the pool's lowest address) is not announced
+// there: the controller manager gives it the next free address once the
+// agents report the conflict, writes it to the Service's status with an
+// AddressMoved Event, and a host holds and announces the new one.
+func TestAddressInUseMoves(t *testing.T) {
+	env := startHAEnvKeys(t, 2, true, false)
+	ctx := t.Context()
+	before, _ := env.ccmMetric(t, `groundcloud_cloud_config_reloads_total{result="applied"}`)
+	env.setCloudConfig(t, "addresses = 192.0.2.200-192.0.2.219", "addresses = 192.0.2.200-192.0.2.219\naddress-conflict = move")
+	eventually(t, "the cloud-config reloaded", func() bool {
+		n, _ := env.ccmMetric(t, `groundcloud_cloud_config_reloads_total{result="applied"}`)
+		return n > before
+	})
+	printer, err := env.Lab.AddHost(ctx, "printer", netlab.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hostMAC(t, printer)
+	taken := netip.MustParseAddr("192.0.2.200")
+	if out, err := printer.Command(ctx, "ip", "addr", "add", taken.String()+"/32", "dev", printer.Iface).CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add in printer: %v\n%s", err, out)
+	}
+
+	env.create(t, newService("mover", withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
+	var got []netip.Addr
+	eventually(t, "mover moved off "+taken.String(), func() bool {
+		got = env.addresses(t, "mover", 1)
+		return got[0] != taken
+	})
+	if want := taken.Next(); got[0] != want {
+		t.Errorf("mover moved to %s, want %s", got[0], want)
+	}
+	if lb := env.loadBalancer(t, "mover"); len(lb.Spec.Addresses) != 1 || lb.Spec.Addresses[0] != got[0].String() {
+		t.Errorf("LoadBalancer spec.addresses = %v, want [%s]", lb.Spec.Addresses, got[0])
+	}
+	eventually(t, "an AddressMoved Event naming both addresses", func() bool {
+		return env.eventWith(t, "AddressMoved", taken.String()+" is in use") && env.eventWith(t, "AddressMoved", "addresses now "+got[0].String())
+	})
+	eventually(t, "an AddressConflict Event naming the printer", func() bool {
+		return env.eventWith(t, "AddressConflict", taken.String()+" is in use by MAC "+mac)
+	})
+	if h, err := env.holders.WaitHeld(ctx, got[0], time.Minute); err != nil {
+		t.Fatalf("%s not held: %v", got[0], err)
+	} else {
+		t.Logf("%s held by %s", got[0], h)
+	}
+	if h := env.holders.Now(taken); len(h) > 0 {
+		t.Errorf("%s held by %v while the printer answers for it", taken, h)
+	}
+}
