@@ -169,7 +169,7 @@ func NewCommand() *cobra.Command {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of requests to the apiserver")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address")
 	fs.StringVar(&o.Ownership, "vip-ownership", o.Ownership, "who holds the virtual IPs: all (this host, the only load-balancer host), memberlist (the agents share them and fail over), none (another program; this agent only forwards)")
-	fs.StringVar(&o.TrafficCounters, "traffic-counters", o.TrafficCounters, "nftables counters of the traffic of each virtual IP, read at each scrape of /metrics: address (packets and bytes per virtual IP and port), node (in proxy forwarding also new connections per node: a counter per port and node, which makes syncs of thousands of Services on many nodes slow), none")
+	fs.StringVar(&o.TrafficCounters, "traffic-counters", o.TrafficCounters, "nftables counters of the traffic of each virtual IP, read at each scrape of /metrics: address (packets and bytes per virtual IP and port), node (in proxy forwarding also new and current connections per node: a counter per port and node, which makes syncs of thousands of Services on many nodes slow), none")
 	o.Membership.AddFlags(fs)
 	fs.StringVar(&o.BGP.CloudConfig, "cloud-config", o.BGP.CloudConfig, "the cloud-config file (the controller manager's): its [BGPPeer] sections are the routers this host advertises the addresses of announce = bgp pools to, and with [Routes] (node-routers = true) a Node carries traffic once its groundcloud-router reports its pod routes; empty: no BGP, and Nodes are not waited for. Read once, at start; problems in it are logged and reported, and the agent goes on with the parts it can use (a [BGPPeer] with a problem, or whose password-file it cannot read, is left out)")
 	fs.StringVar(&o.BGP.RouterID, "bgp-router-id", o.BGP.RouterID, "BGP identifier of this host, an IPv4 address (default: the first IPv4 address of --interface)")
@@ -239,7 +239,7 @@ func (o *Options) Run(ctx context.Context) error {
 	counting, _ := trafficCounting(o.TrafficCounters) // checked by Validate
 	syncer := dataplane.NewSyncer(ip4, ip6, netdev, dataplane.NetlinkConntrack{}).BatchBucketElements().CountTraffic(counting)
 	if counting != (dataplane.Counting{}) {
-		registerTrafficMetrics(syncer.ReadCounters)
+		registerTrafficMetrics(syncer.ReadCounters, dataplane.NetlinkConntrack{}.CountConnections)
 	}
 	a := New(Config{
 		Host:          o.Host,

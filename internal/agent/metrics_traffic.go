@@ -46,6 +46,9 @@ var (
 	vipNewConnections = metrics.NewDesc("groundcloud_agent_vip_new_connections_total",
 		"New connections (TCP) and flows (UDP) to a virtual IP's port that this host forwarded in proxy mode to a node (--traffic-counters=node), from an nftables counter read at each scrape.",
 		append(frontendLabels[:len(frontendLabels):len(frontendLabels)], "node"), nil, metrics.ALPHA, "")
+	vipConnections = metrics.NewDesc("groundcloud_agent_vip_connections",
+		"Current connections to a virtual IP's port that this host forwards in proxy mode to a node (--traffic-counters=node): TCP connections conntrack has ESTABLISHED and UDP flows it tracks, counted at each scrape.",
+		append(frontendLabels[:len(frontendLabels):len(frontendLabels)], "node"), nil, metrics.ALPHA, "")
 	trafficReadFailures = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace:      "groundcloud",
 		Subsystem:      "agent",
@@ -63,18 +66,23 @@ const trafficReadTimeout = 10 * time.Second
 type trafficCollector struct {
 	metrics.BaseStableCollector
 	read func(context.Context) ([]dataplane.CounterReading, error)
+	// count counts the current connections of connection counters, by
+	// name (NetlinkConntrack CountConnections); nil: not reported.
+	count func(context.Context, []dataplane.TrafficCounter) (map[string]int, error)
 }
 
 // newTrafficCollector returns a collector over read (a Syncer's
-// ReadCounters).
-func newTrafficCollector(read func(context.Context) ([]dataplane.CounterReading, error)) *trafficCollector {
-	return &trafficCollector{read: read}
+// ReadCounters) and count.
+func newTrafficCollector(read func(context.Context) ([]dataplane.CounterReading, error),
+	count func(context.Context, []dataplane.TrafficCounter) (map[string]int, error)) *trafficCollector {
+	return &trafficCollector{read: read, count: count}
 }
 
 func (c *trafficCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- vipPackets
 	ch <- vipBytes
 	ch <- vipNewConnections
+	ch <- vipConnections
 }
 
 func (c *trafficCollector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -89,6 +97,39 @@ func (c *trafficCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, m := range trafficMetrics(readings) {
 		ch <- m
 	}
+	if c.count == nil {
+		return
+	}
+	var counters []dataplane.TrafficCounter
+	for _, r := range readings {
+		if r.Kind == dataplane.CountConnections {
+			counters = append(counters, r.TrafficCounter)
+		}
+	}
+	if len(counters) == 0 {
+		return
+	}
+	current, err := c.count(ctx, counters)
+	if err != nil {
+		trafficReadFailures.Inc()
+		klog.Background().Error(err, "Counting the current connections failed")
+		return
+	}
+	for _, m := range connectionMetrics(counters, current) {
+		ch <- m
+	}
+}
+
+// connectionMetrics are the current connections of each connection
+// counter (0 when conntrack has none).
+func connectionMetrics(counters []dataplane.TrafficCounter, current map[string]int) []metrics.Metric {
+	out := make([]metrics.Metric, 0, len(counters))
+	for _, tc := range counters {
+		ns, name, _ := strings.Cut(tc.Service, "/")
+		labels := []string{ns, name, tc.VIP.String(), strings.ToLower(string(tc.Protocol)), strconv.Itoa(int(tc.Port)), tc.Node}
+		out = append(out, metrics.NewLazyConstMetric(vipConnections, metrics.GaugeValue, float64(current[tc.Name]), labels...))
+	}
+	return out
 }
 
 // trafficMetrics turns counter readings into series: packets and bytes of
@@ -114,9 +155,10 @@ func trafficMetrics(readings []dataplane.CounterReading) []metrics.Metric {
 var registerTrafficOnce sync.Once
 
 // registerTrafficMetrics registers the collector of the traffic counters
-// over read, once.
-func registerTrafficMetrics(read func(context.Context) ([]dataplane.CounterReading, error)) {
+// over read and count, once.
+func registerTrafficMetrics(read func(context.Context) ([]dataplane.CounterReading, error),
+	count func(context.Context, []dataplane.TrafficCounter) (map[string]int, error)) {
 	registerTrafficOnce.Do(func() {
-		legacyregistry.CustomMustRegister(newTrafficCollector(read))
+		legacyregistry.CustomMustRegister(newTrafficCollector(read, count))
 	})
 }

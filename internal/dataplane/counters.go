@@ -110,7 +110,10 @@ func addCountingRules(t *Table, f family, c Counting) {
 		t.addMap(mapNodeConnections, f.addrType+" . "+f.addrType+" . inet_proto . inet_service : counter",
 			"VIP . node address . protocol . NodePort to the counter of new connections forwarded to the node")
 		ch := t.Chains[chainNATPostrouting]
-		rule := fmt.Sprintf("ct status dnat counter name ct original %s daddr . %s daddr . meta l4proto . th dport map @%s", f.ip, f.ip, mapNodeConnections)
+		// The mark lets CountConnections find these connections in one
+		// dump the kernel filters, whatever else the table holds.
+		rule := fmt.Sprintf("ct status dnat ct mark set ct mark | %#08x counter name ct original %s daddr . %s daddr . meta l4proto . th dport map @%s",
+			CountedMark, f.ip, f.ip, mapNodeConnections)
 		ch.Rules = append([]string{rule}, ch.Rules...)
 	}
 }

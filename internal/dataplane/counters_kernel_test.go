@@ -25,7 +25,8 @@ import (
 // counted for the VIP's port (so the same IP packets, headers included,
 // and the payload plus at most a header's worth each), and in proxy
 // forwarding the new connections per node equal the flows each node
-// served. A partial sync halfway must not reset them.
+// served, and connections held open are counted per node from conntrack
+// (checkCurrentConnections). A partial sync halfway must not reset them.
 func TestKernelTrafficCounters(t *testing.T) {
 	for _, bin := range []string{"nft", "ip"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -139,6 +140,10 @@ func testTrafficCounters(t *testing.T, mode Forwarding) {
 			}
 		}
 		t.Logf("%s port %d: %d packets, %d bytes (%d of payload), connections %v", key, fe.port, got.Packets, got.Bytes, payload[key], conns)
+	}
+
+	if mode == Proxy {
+		checkCurrentConnections(t, client, lb, syncer)
 	}
 
 	// A partial sync deletes the counters of a service that went, a full
@@ -370,4 +375,107 @@ func listenBoth(tb testing.TB, h *netlab.Host, tcpPort, udpPort int) (net.Listen
 	}
 	tb.Cleanup(func() { ln.Close(); pc.Close() })
 	return ln, pc
+}
+
+// checkCurrentConnections: TCP connections the client holds open through
+// the proxy VIP, IPv4 and IPv6, are what NetlinkConntrack CountConnections
+// finds per node (ESTABLISHED entries); each node is the one that answers
+// when the client ends the connection; once all are closed none is
+// counted.
+func checkCurrentConnections(t *testing.T, client, lb *netlab.Host, s *Syncer) {
+	t.Helper()
+	const perVIP = 5
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	for _, vip := range []netip.Addr{labVIP, labVIP6} {
+		for range perVIP {
+			err := client.Do(func() error {
+				c, err := net.DialTimeout("tcp", netip.AddrPortFrom(vip, 80).String(), 5*time.Second)
+				if err == nil {
+					held = append(held, c)
+					_, err = io.WriteString(c, "held")
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatalf("TCP to %s: %v", vip, err)
+			}
+		}
+	}
+	// current is the count per "<vip> <node>" of port 80's connections.
+	current := func() map[string]int {
+		var readings []CounterReading
+		var byName map[string]int
+		lbDo(t, lb, func() error {
+			var err error
+			if readings, err = s.ReadCounters(context.Background()); err != nil {
+				return err
+			}
+			var counters []TrafficCounter
+			for _, r := range readings {
+				counters = append(counters, r.TrafficCounter)
+			}
+			byName, err = NetlinkConntrack{}.CountConnections(context.Background(), counters)
+			return err
+		})
+		out := map[string]int{}
+		for _, r := range readings {
+			if r.Kind == CountConnections && r.Service == "lab/count" && r.Protocol == TCP && r.Port == 80 && byName[r.Name] > 0 {
+				out[r.VIP.String()+" "+r.Node] += byName[r.Name]
+			}
+		}
+		return out
+	}
+	sum := func(m map[string]int, vip netip.Addr) int {
+		n := 0
+		for k, v := range m {
+			if strings.HasPrefix(k, vip.String()+" ") {
+				n += v
+			}
+		}
+		return n
+	}
+	var open map[string]int
+	for try := 0; try < 50; try++ {
+		if open = current(); sum(open, labVIP) == perVIP && sum(open, labVIP6) == perVIP {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Who served each: the node answers once the client ends its side.
+	served := map[string]int{}
+	for i, c := range held {
+		vip := labVIP
+		if i >= perVIP {
+			vip = labVIP6
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		node, err := io.ReadAll(c)
+		if err != nil || len(node) == 0 {
+			t.Fatalf("held connection to %s: %q, %v", vip, node, err)
+		}
+		served[vip.String()+" "+string(node)]++
+		_ = c.Close()
+	}
+	if !maps.Equal(open, served) {
+		t.Errorf("current connections counted %v, the nodes served %v", open, served)
+	}
+	var after map[string]int
+	for try := 0; try < 50; try++ {
+		if after = current(); len(after) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(after) != 0 {
+		t.Errorf("current connections after all were closed: %v", after)
+	}
+	t.Logf("current connections while held: %v", open)
 }

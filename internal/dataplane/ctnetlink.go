@@ -158,8 +158,15 @@ func (f ctFilter) matches(orig, reply ctTuple) bool {
 // parseEntry reads the original and reply tuples of one entry of a
 // conntrack dump (the nfgenmsg header, then attributes).
 func parseEntry(msg []byte) (orig, reply ctTuple, err error) {
+	orig, reply, _, err = parseEntryState(msg)
+	return orig, reply, err
+}
+
+// parseEntryState is parseEntry with the TCP state of the entry
+// (CTA_PROTOINFO_TCP_STATE; 0, TCP_CONNTRACK_NONE, for other protocols).
+func parseEntryState(msg []byte) (orig, reply ctTuple, tcpState uint8, err error) {
 	if len(msg) < nl.SizeofNfgenmsg {
-		return orig, reply, errors.New("short conntrack message")
+		return orig, reply, 0, errors.New("short conntrack message")
 	}
 	err = walkAttrs(msg[nl.SizeofNfgenmsg:], func(typ uint16, v []byte) error {
 		switch typ {
@@ -167,10 +174,22 @@ func parseEntry(msg []byte) (orig, reply ctTuple, err error) {
 			return parseTuple(v, &orig)
 		case nl.CTA_TUPLE_REPLY:
 			return parseTuple(v, &reply)
+		case nl.CTA_PROTOINFO:
+			return walkAttrs(v, func(typ uint16, v []byte) error {
+				if typ != nl.CTA_PROTOINFO_TCP {
+					return nil
+				}
+				return walkAttrs(v, func(typ uint16, v []byte) error {
+					if typ == nl.CTA_PROTOINFO_TCP_STATE && len(v) >= 1 {
+						tcpState = v[0]
+					}
+					return nil
+				})
+			})
 		}
 		return nil
 	})
-	return orig, reply, err
+	return orig, reply, tcpState, err
 }
 
 func parseTuple(b []byte, t *ctTuple) error {
