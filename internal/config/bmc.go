@@ -135,8 +135,8 @@ var bmcKeys = []keySpec{
 	{
 		section: machineSection, name: "bmc-password-file",
 		value: assign(controllerFile, bmcField(func(b *BMC) *string { return &b.PasswordFile })),
-		doc: "File holding the password for `bmc-username-file`, its trailing newline dropped; never logged. Example: `/etc/groundcloud/bmc/web-1/password`, " +
-			"from a Secret mounted at `/etc/groundcloud/bmc/web-1`.",
+		doc: "File holding the password for `bmc-username-file`, its trailing newline dropped; never logged. Example: `/etc/groundcloud-bmc/web-1-password`, " +
+			"key `web-1-password` of the Secret that `deploy/controller-manager/bmc-credentials` mounts at `/etc/groundcloud-bmc`.",
 	},
 	{
 		section: machineSection, name: "bmc-ca-file",

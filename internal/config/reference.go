@@ -129,9 +129,9 @@ label = owner=web-team
 ; its BMC, asked for the machine's power state (credentials from a Secret)
 bmc-url = https://10.0.9.11
 bmc-system = /redfish/v1/Systems/1
-bmc-username-file = /etc/groundcloud/bmc/web-1/username
-bmc-password-file = /etc/groundcloud/bmc/web-1/password
-bmc-ca-file = /etc/groundcloud/bmc/ca.pem
+bmc-username-file = /etc/groundcloud-bmc/web-1-username
+bmc-password-file = /etc/groundcloud-bmc/web-1-password
+bmc-ca-file = /etc/groundcloud-bmc/ca.pem
 bmc-timeout = 5s
 bmc-poll-interval = 30s
 ; taint its Node out of service once the BMC has said Off for the grace
@@ -146,8 +146,8 @@ instance-type = x86-32c-256g
 internal-ip = 10.0.0.21
 state = shutdown   # powered off for maintenance
 bmc-url = https://10.0.9.21:8443
-bmc-username-file = /etc/groundcloud/bmc/db-1/username
-bmc-password-file = /etc/groundcloud/bmc/db-1/password
+bmc-username-file = /etc/groundcloud-bmc/db-1-username
+bmc-password-file = /etc/groundcloud-bmc/db-1-password
 bmc-insecure-skip-verify = true  ; its BMC has a self-signed certificate
 
 [Pool "public"]

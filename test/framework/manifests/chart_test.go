@@ -22,6 +22,9 @@ const (
 	// deployBGPPasswords is an overlay of deploy/ with the component that
 	// mounts the BGP passwords, as a user's would be.
 	deployBGPPasswords = "test/framework/manifests/testdata/deploy-bgp-passwords"
+	// deployBMCCredentials is an overlay of deploy/ with the component
+	// that mounts the BMCs' credentials in the controller manager.
+	deployBMCCredentials = "test/framework/manifests/testdata/deploy-bmc-credentials"
 )
 
 // helmLabels are the labels the chart adds to every templated object's
@@ -120,6 +123,11 @@ func TestChartMatchesDeploy(t *testing.T) {
 			name:   "deploy/ with agent/bgp-passwords",
 			deploy: func(t *testing.T) []*unstructured.Unstructured { return renderKustomization(t, deployBGPPasswords) },
 			set:    []string{"agent.bgpPasswords.secretName=groundcloud-bgp-passwords"},
+		},
+		{
+			name:   "deploy/ with controller-manager/bmc-credentials",
+			deploy: func(t *testing.T) []*unstructured.Unstructured { return renderKustomization(t, deployBMCCredentials) },
+			set:    []string{"controllerManager.bmcCredentials.secretName=groundcloud-bmc-credentials"},
 		},
 	}
 	for _, tt := range tests {

@@ -106,6 +106,7 @@ func TestChartControllerManagerValues(t *testing.T) {
 	if _, err := config.Parse("lab.conf", []byte(s.StringData["lab.conf"])); err != nil {
 		t.Errorf("the inline cloud-config: %v", err)
 	}
+	checkSecretMount(t, spec, "bmc-credentials", "lab-bmc", "/etc/lab/bmc", 0o440)
 }
 
 // TestChartAgentValues: each value of the agent lands where it should, and
@@ -154,18 +155,25 @@ func TestChartAgentValues(t *testing.T) {
 }
 
 // checkBGPPasswords: the Secret of BGP passwords is mounted read-only in
-// the agent, and optional, so that an agent starts without it.
+// the agent at path, optional, readable by its owner only.
 func checkBGPPasswords(t *testing.T, spec corev1.PodSpec, secret, path string) {
 	t.Helper()
-	want := corev1.Volume{Name: "bgp-passwords", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName: secret, DefaultMode: ptr.To[int32](0o400), Optional: ptr.To(true),
+	checkSecretMount(t, spec, "bgp-passwords", secret, path, 0o400)
+}
+
+// checkSecretMount: volume name is Secret secret, optional, with mode, and
+// mounted read-only at path in the first container.
+func checkSecretMount(t *testing.T, spec corev1.PodSpec, name, secret, path string, mode int32) {
+	t.Helper()
+	want := corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: secret, DefaultMode: ptr.To(mode), Optional: ptr.To(true),
 	}}}
 	if i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == want.Name }); i < 0 {
 		t.Errorf("volumes %+v lack %s", spec.Volumes, want.Name)
 	} else if diff := cmp.Diff(want, spec.Volumes[i]); diff != "" {
 		t.Errorf("volume (-want +got):\n%s", diff)
 	}
-	mount := corev1.VolumeMount{Name: "bgp-passwords", MountPath: path, ReadOnly: true}
+	mount := corev1.VolumeMount{Name: name, MountPath: path, ReadOnly: true}
 	if !slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return cmp.Equal(m, mount) }) {
 		t.Errorf("mounts %+v lack %+v", spec.Containers[0].VolumeMounts, mount)
 	}

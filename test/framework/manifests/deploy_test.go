@@ -385,3 +385,8 @@ func TestDeployBGPPasswords(t *testing.T) {
 	ds := object[appsv1.DaemonSet](t, renderKustomization(t, deployBGPPasswords), "DaemonSet", "groundcloud-agent")
 	checkBGPPasswords(t, ds.Spec.Template.Spec, "groundcloud-bgp-passwords", "/etc/groundcloud/bgp")
 }
+
+func TestDeployBMCCredentials(t *testing.T) {
+	d := object[appsv1.Deployment](t, renderKustomization(t, deployBMCCredentials), "Deployment", "groundcloud-controller-manager")
+	checkSecretMount(t, d.Spec.Template.Spec, "bmc-credentials", "groundcloud-bmc-credentials", "/etc/groundcloud-bmc", 0o440)
+}
