@@ -43,10 +43,14 @@ func (c *Cluster) install(ctx context.Context) error {
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	for name, data := range map[string]map[string][]byte{
+	secrets := map[string]map[string][]byte{
 		"groundcloud-cloud-config": {"cloud.conf": []byte(c.CloudConfig)},
 		"groundcloud-gossip-key":   {"key": []byte(base64.StdEncoding.EncodeToString(key))},
-	} {
+	}
+	if c.Opts.BMCCredentials != nil {
+		secrets["groundcloud-bmc-credentials"] = c.Opts.BMCCredentials
+	}
+	for name, data := range secrets {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}, Data: data}
 		if _, err := c.Client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create secret %s: %w", name, err)
@@ -117,8 +121,11 @@ kind: Kustomization
 resources:
   - %s
   - %s
-images:
 `, deploy, filepath.Join(deploy, "router"))
+	if c.Opts.BMCCredentials != nil {
+		fmt.Fprintf(&b, "components:\n  - %s\n", filepath.Join(deploy, "controller-manager", "bmc-credentials"))
+	}
+	b.WriteString("images:\n")
 	for _, img := range []struct{ name, ref string }{
 		{"groundcloud-controller-manager", c.Images.ControllerManager.Ref},
 		{"groundcloud-agent", c.Images.Agent.Ref},

@@ -69,6 +69,11 @@ type Options struct {
 	// DefaultPool are more keys of pool "default" ("forwarding = proxy",
 	// "announce = bgp", ...), one per line.
 	DefaultPool string
+	// BMCCredentials, when set, are the keys of Secret
+	// kube-system/groundcloud-bmc-credentials, which the controller
+	// manager mounts at /etc/groundcloud-bmc through the component
+	// deploy/controller-manager/bmc-credentials (docs/controller-manager.md).
+	BMCCredentials map[string][]byte
 	// ExtraCloudConfig is appended to the cloud-config.
 	ExtraCloudConfig string
 	// CloudConfigFor, when set, returns more cloud-config, appended after
