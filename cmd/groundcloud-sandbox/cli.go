@@ -21,6 +21,7 @@ import (
 	"github.com/groundcloud/groundcloud/test/framework/frr"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+	"github.com/groundcloud/groundcloud/test/framework/redfish"
 )
 
 // Names of what the sandbox creates, so that `down` finds them.
@@ -37,6 +38,7 @@ type upOptions struct {
 	subnet4 string
 	subnet6 string
 	bgp     bool
+	bmc     bool
 }
 
 // NewCommand returns the groundcloud-sandbox command.
@@ -65,6 +67,7 @@ func NewCommand() *cobra.Command {
 	up.Flags().StringVar(&o.subnet4, "subnet", "", "IPv4 subnet of the sandbox network (default: the first of 198.51.100.0/24, 203.0.113.0/24, 100.127.200.0/24 that no route of this machine overlaps)")
 	up.Flags().StringVar(&o.subnet6, "subnet6", "2001:db8:5a::/64", "IPv6 subnet of the sandbox network")
 	up.Flags().StringVar(&o.pool4, "pool", "", "IPv4 range of the address pool (default: .200-.219 of the subnet)")
+	up.Flags().BoolVar(&o.bmc, "bmc", false, "add a Redfish BMC (sushy-tools' emulator) for the workers, which they follow when powered off or on, with bmc-out-of-service = taint (docs/controller-manager.md)")
 	up.Flags().BoolVar(&o.bgp, "bgp", false, "add a router (FRR) that the load-balancer hosts peer with over BGP, a client behind it, and a pool announced over BGP (docs/bgp.md); at least 2 load-balancer hosts")
 
 	down := &cobra.Command{
@@ -134,6 +137,11 @@ func up(ctx context.Context, o *upOptions) (err error) {
 			return err
 		}
 	}
+	if o.bmc {
+		if err := redfish.Available(); err != nil {
+			return err
+		}
+	}
 	progress("building the pinned Kubernetes binaries (cached after the first run; several minutes on 2 cores the first time)")
 	tools, err := controlplane.ToolsDir(ctx)
 	if err != nil {
@@ -151,7 +159,16 @@ func up(ctx context.Context, o *upOptions) (err error) {
 		clients, bgpConfig = []string{"client", "frr"}, bgpCloudConfig
 		o.lbHosts = max(o.lbHosts, 2)
 	}
+	var bmcCredentials map[string][]byte
+	if o.bmc {
+		if clients == nil {
+			clients = []string{"client"}
+		}
+		clients = append(clients, "bmc")
+		bmcCredentials = realcluster.BMCCredentials(workerNames(o.workers)...)
+	}
 	c, err := realcluster.Start(ctx, realcluster.Options{
+		BMCCredentials: bmcCredentials,
 		Topology:       netlab.Topology{Clients: clients, LBHosts: o.lbHosts, Prefix: labPrefix, Subnet4: subnet4, Subnet6: subnet6, Pool4: o.pool4, RootLink: rootLink},
 		CloudConfigFor: bgpConfig,
 		Dir:            work,
@@ -192,18 +209,31 @@ func up(ctx context.Context, o *upOptions) (err error) {
 		}
 		bgp = &res
 	}
-	printSummary(c, ex, bgp, tools, o.dir)
+	var bmcPart string
+	if o.bmc {
+		dir := filepath.Join(work, "bmc")
+		b, res, err := startBMC(ctx, c, dir, o.workers)
+		if b != nil {
+			defer func() { _ = b.Close() }()
+		}
+		if err != nil {
+			return err
+		}
+		bmcPart = bmcSummary(res, dir)
+	}
+	printSummary(c, ex, bgp, bmcPart, tools, o.dir)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
 }
 
-func printSummary(c *realcluster.Cluster, ex exampleResult, bgp *bgpResult, tools, dir string) {
+func printSummary(c *realcluster.Cluster, ex exampleResult, bgp *bgpResult, bmcPart, tools, dir string) {
 	pods, _ := c.CP.Kubectl(context.Background(), "get", "pods", "-A", "-o", "wide")
 	var bgpPart string
 	if bgp != nil {
 		bgpPart = bgpSummary(*bgp)
 	}
+	bgpPart += bmcPart
 	fmt.Printf(`
 groundcloud sandbox is up: a Kubernetes cluster of %[1]d nodes in network namespaces
 of this machine, groundcloud installed from deploy/.

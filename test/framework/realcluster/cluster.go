@@ -370,6 +370,36 @@ func (c *Cluster) Leave(ctx context.Context, name string) error {
 	return nil
 }
 
+// RoutePodsTo gives lab host h a route to every node's pod CIDRs through
+// that node, so that Pods reach h (a BMC, say) as they would a management
+// network the nodes route to.
+func (c *Cluster) RoutePodsTo(ctx context.Context, h *netlab.Host) error {
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		node := c.Node(n.Name)
+		if node == nil {
+			continue
+		}
+		for _, cidr := range n.Spec.PodCIDRs {
+			p, err := netip.ParsePrefix(cidr)
+			if err != nil {
+				return fmt.Errorf("node %s: pod CIDR %q: %w", n.Name, cidr, err)
+			}
+			via := node.Host.Addr4
+			if p.Addr().Is6() {
+				via = node.Host.Addr6
+			}
+			if out, err := h.Command(ctx, "ip", "route", "replace", p.String(), "via", via.String()).CombinedOutput(); err != nil {
+				return fmt.Errorf("route %s via %s in %s: %w: %s", p, via, h.Name, err, out)
+			}
+		}
+	}
+	return nil
+}
+
 // Node returns the node with the given name (a late worker too), or nil.
 func (c *Cluster) Node(name string) *Node {
 	for _, n := range slices.Concat(c.Nodes, c.late, c.left) {

@@ -65,6 +65,47 @@ func (c *Cluster) EchoDeployment(namespace, name string, replicas int32) *appsv1
 	}
 }
 
+// EchoStatefulSet is a StatefulSet of one groundcloud-echo Pod (labels
+// app=name, Pod <name>-0) that prefers node prefer, without volumes: what
+// a StatefulSet guarantees (at most one Pod of an identity at a time) is
+// what keeps it from starting elsewhere while a node is unreachable.
+func (c *Cluster) EchoStatefulSet(namespace, name, prefer string) *appsv1.StatefulSet {
+	d := c.EchoDeployment(namespace, name, 1)
+	tmpl := d.Spec.Template
+	tmpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{prefer}}},
+		}}},
+	}}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: d.Labels},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: d.Spec.Selector, Template: tmpl, ServiceName: name},
+	}
+}
+
+// WaitPodRunning waits until Pod namespace/name is Running and ready, on
+// node when node is not empty, and returns its node.
+func (c *Cluster) WaitPodRunning(ctx context.Context, namespace, name, node string) (string, error) {
+	var on string
+	err := c.poll(ctx, "Pod "+namespace+"/"+name+" running", func(ctx context.Context) (string, error) {
+		p, err := c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error(), nil
+		}
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || (node != "" && p.Spec.NodeName != node) {
+			return fmt.Sprintf("%s on %q, deleting %v", p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil), nil
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				on = p.Spec.NodeName
+				return "", nil
+			}
+		}
+		return "not ready on " + p.Spec.NodeName, nil
+	})
+	return on, err
+}
+
 // LoadBalancerService is a Service of type LoadBalancer in front of the
 // Pods labelled app=name, port 80 to their HTTP port.
 func LoadBalancerService(namespace, name string) *corev1.Service {

@@ -95,6 +95,18 @@ func (n *Node) addServiceRoutes() error {
 	return nil
 }
 
+// SetPower turns the node's machine off or on, as far as the cluster can
+// tell: off stops its kubelet (no more heartbeats; its containers freeze
+// with it and answer nothing) and pulls its cable; on plugs the cable and
+// lets the kubelet run again, which then finds what was decided without
+// it (Pods deleted meanwhile are stopped).
+func (n *Node) SetPower(on bool) error {
+	if on {
+		return errors.Join(n.SetLink(true), n.SetKubeletPaused(false))
+	}
+	return errors.Join(n.SetKubeletPaused(true), n.SetLink(false))
+}
+
 // ContainerdSocket is the node's containerd socket (CRI and containerd's
 // own API).
 func (n *Node) ContainerdSocket() string { return n.paths.containerdSocket() }

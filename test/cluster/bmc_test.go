@@ -1,0 +1,175 @@
+package clustertest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/netlab"
+	"github.com/groundcloud/groundcloud/test/framework/realcluster"
+	"github.com/groundcloud/groundcloud/test/framework/redfish"
+)
+
+// TestBMC runs the real cluster with a Redfish BMC for node-2: sushy-tools'
+// emulator (HTTPS, basic authentication) on lab host "bmc", which the
+// controller manager reaches from its Pod; its credentials in Secret
+// groundcloud-bmc-credentials, mounted by the component
+// deploy/controller-manager/bmc-credentials. The test bed follows the BMC
+// (redfish Follow, realcluster Node.SetPower): a system powered off stops
+// node-2's kubelet and pulls its cable, powered on it plugs the cable and
+// lets the kubelet run again.
+//
+// A StatefulSet with one replica runs on node-2. node-2 is powered off
+// through Redfish: its Node turns NotReady, the controller manager taints
+// it node.kubernetes.io/out-of-service once the BMC has said Off for the
+// grace (bmc-out-of-service = taint), the upstream controllers delete the
+// Pod, and the StatefulSet's Pod runs on node-1. Powered on: node-2 is Ready
+// again, the taint is gone, and it takes work again.
+func TestBMC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: runs a real cluster")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end test: needs root")
+	}
+	if err := redfish.Available(); err != nil {
+		t.Fatal(err)
+	}
+	tools, err := controlplane.ToolsDir(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := realcluster.Start(t.Context(), realcluster.Options{
+		Topology: netlab.Topology{LBHosts: 1, Clients: []string{"client", "bmc"}},
+		Dir:      t.TempDir(),
+		ToolsDir: tools,
+		Logf:     t.Logf,
+		// NotReady 16 s after the last heartbeat (upstream's default is
+		// 50 s; what this test shows does not depend on it).
+		ExtraControllerManagerArgs: []string{"--node-monitor-grace-period=16s"},
+		BMCCredentials:             realcluster.BMCCredentials("node-2"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	bmc, err := c.StartBMC(ctx, c.Clients["bmc"], t.TempDir(), "node-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bmc.Close() })
+	emu, system, power := bmc.Emulator, bmc.System("node-2"), bmc.Power("node-2")
+	if err := c.SetCloudConfig(ctx, bmc.CloudConfig(c.CloudConfig, "bmc-out-of-service-grace = 5s", "bmc-out-of-service = taint")); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeCond(t, c, "node-2", "BMCReachable True", func(n *corev1.Node) bool {
+		cond := nodeCond(n, "BMCReachable")
+		return cond != nil && cond.Status == corev1.ConditionTrue && strings.Contains(cond.Message, "PowerState On")
+	})
+
+	// The StatefulSet, its one Pod on node-2.
+	ss := c.EchoStatefulSet(echoNS, "db", "node-2")
+	if _, err := c.Client.AppsV1().StatefulSets(echoNS).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.AppsV1().StatefulSets(echoNS).Delete(context.Background(), "db", metav1.DeleteOptions{})
+	})
+	if n, err := c.WaitPodRunning(ctx, echoNS, "db-0", ""); err != nil || n != "node-2" {
+		t.Fatalf("db-0 runs on %q (%v), want node-2", n, err)
+	}
+
+	// Off.
+	if err := emu.Reset(ctx, system, "ForceOff"); err != nil {
+		t.Fatal(err)
+	}
+	off := waitPower(t, power, "Off")
+	waitNodeCond(t, c, "node-2", "NotReady", func(n *corev1.Node) bool {
+		cond := nodeCond(n, corev1.NodeReady)
+		return cond != nil && cond.Status != corev1.ConditionTrue
+	})
+	waitNodeCond(t, c, "node-2", "tainted out of service", func(n *corev1.Node) bool { return hasNodeTaint(n, corev1.TaintNodeOutOfService) })
+	if _, err := c.WaitPodRunning(ctx, echoNS, "db-0", "node-1"); err != nil {
+		t.Fatalf("db-0 not running on node-1 after node-2 was powered off: %v", err)
+	}
+	t.Logf("db-0 Running on node-1 %s after node-2 was powered off", time.Since(off).Round(time.Second))
+
+	// On.
+	if err := emu.Reset(ctx, system, "On"); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, power, "On")
+	waitNodeCond(t, c, "node-2", "Ready and no longer out of service", func(n *corev1.Node) bool {
+		cond := nodeCond(n, corev1.NodeReady)
+		return cond != nil && cond.Status == corev1.ConditionTrue && !hasNodeTaint(n, corev1.TaintNodeOutOfService)
+	})
+	// node-2 takes work again: a Pod that may only run there.
+	d := c.EchoDeployment(echoNS, "after", 1)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "node-2"}
+	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitDeploymentReady(ctx, echoNS, "after"); err != nil {
+		t.Fatalf("a Pod on node-2 after it came back: %v", err)
+	}
+	for _, e := range []string{"OutOfServiceTaintApplied", "OutOfServiceTaintRemoved"} {
+		eventually(t, "a "+e+" Event on node-2", func(ctx context.Context) bool {
+			evs, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-2,reason=" + e})
+			return err == nil && len(evs.Items) > 0
+		})
+	}
+}
+
+// waitPower waits until the test bed has applied power state want.
+func waitPower(t *testing.T, f *redfish.Follower, want string) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, "the test bed following power "+want, func(context.Context) bool {
+		st, when, err := f.Applied()
+		if err != nil {
+			t.Fatalf("power %s: %v", st, err)
+		}
+		at = when
+		return st == want
+	})
+	return at
+}
+
+// waitNodeCond waits until the Node satisfies cond.
+func waitNodeCond(t *testing.T, c *realcluster.Cluster, name, what string, cond func(*corev1.Node) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && cond(n), nil
+	})
+	if err != nil {
+		n, _ := c.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		t.Fatalf("%s: not %s: %v; conditions %+v, taints %+v", name, what, err, n.Status.Conditions, n.Spec.Taints)
+	}
+}
+
+func nodeCond(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == typ {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasNodeTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
