@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/annotation"
-	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
 
@@ -57,7 +55,10 @@ func checkAddressInUse(t *testing.T, c *realcluster.Cluster) {
 			_, _ = outsider.Command(context.Background(), "ip", "addr", "del", netip.PrefixFrom(v6, 128).String(), "dev", outsider.Iface).CombinedOutput()
 		}
 	})
-	mac := linkMAC(t, outsider)
+	mac, err := outsider.MAC()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("the outsider (%s) holds %s and %s", mac, v4, v6)
 
 	s := deploy(t, c, "inuse", 1, nil, requireDualStack, func(svc *corev1.Service) {
@@ -167,20 +168,4 @@ func checkAddressInUse(t *testing.T, c *realcluster.Cluster) {
 	if err := c.Client.CoreV1().Services(echoNS).Delete(ctx, "inuse", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// linkMAC is the link-layer address of h's interface.
-func linkMAC(t *testing.T, h *netlab.Host) string {
-	t.Helper()
-	var mac string
-	if err := h.Do(func() error {
-		ifi, err := net.InterfaceByName(h.Iface)
-		if err == nil {
-			mac = ifi.HardwareAddr.String()
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return mac
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -36,7 +35,10 @@ func TestAddressInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mac := hostMAC(t, printer)
+	mac, err := printer.MAC()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// 192.0.2.200: the lowest address of the pool, which the allocator
 	// would hand out first.
 	v4, v6 := netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("2001:db8:0:1::d7")
@@ -196,21 +198,6 @@ func (env *lbEnv) eventWith(t *testing.T, reason, text string) bool {
 	return false
 }
 
-func hostMAC(t *testing.T, h *netlab.Host) string {
-	t.Helper()
-	var mac string
-	if err := h.Do(func() error {
-		ifi, err := net.InterfaceByName(h.Iface)
-		if err == nil {
-			mac = ifi.HardwareAddr.String()
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return mac
-}
-
 // TestAddressInUseMoves: in a pool with address-conflict = move, a new
 // Service given an address that a station which is no load-balancer host
 // holds (the printer, on the pool's lowest address) is not announced
@@ -230,7 +217,10 @@ func TestAddressInUseMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mac := hostMAC(t, printer)
+	mac, err := printer.MAC()
+	if err != nil {
+		t.Fatal(err)
+	}
 	taken := netip.MustParseAddr("192.0.2.200")
 	if out, err := printer.Command(ctx, "ip", "addr", "add", taken.String()+"/32", "dev", printer.Iface).CombinedOutput(); err != nil {
 		t.Fatalf("ip addr add in printer: %v\n%s", err, out)

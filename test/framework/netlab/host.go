@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -308,6 +309,20 @@ func (h *Host) AddRoute(dst netip.Prefix, iface string) error {
 		return fmt.Errorf("add route %s dev %s on %s: %w", dst, iface, h.Name, err)
 	}
 	return nil
+}
+
+// MAC is the link-layer address of the host's interface, as
+// net.HardwareAddr prints it.
+func (h *Host) MAC() (string, error) {
+	var mac string
+	err := h.Do(func() error {
+		ifi, err := net.InterfaceByName(h.Iface)
+		if err == nil {
+			mac = ifi.HardwareAddr.String()
+		}
+		return err
+	})
+	return mac, err
 }
 
 // SetLink sets the host's link to the bridge up or down, as if its cable
