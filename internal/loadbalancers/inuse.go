@@ -165,9 +165,15 @@ func (m *Manager) moveInUse(ctx context.Context, svc *v1.Service) (bool, error) 
 	if _, err := m.dyn.Resource(servicesGVR).Namespace(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return false, fmt.Errorf("write the moved addresses to Service %s: %w", klog.KObj(svc), err)
 	}
+	var gone []netip.Addr
+	for _, addr := range before.Addresses {
+		if !slices.Contains(a.Addresses, addr) {
+			gone = append(gone, addr)
+		}
+	}
 	m.events.Eventf(svc, v1.EventTypeWarning, ReasonAddressMoved,
 		"%s is in use by a station that is no load-balancer host and pool %q moves such Services (address-conflict = move): addresses now %s",
-		addrList(before.Addresses), a.Pool, addrList(a.Addresses))
+		addrList(gone), a.Pool, addrList(a.Addresses))
 	klog.FromContext(ctx).Info("Moved a Service off an address in use by another station", "service", klog.KObj(svc), "from", before.Addresses, "to", a.Addresses)
 	return true, nil
 }
