@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func TestBMC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bmcDir := t.TempDir()
 	c, err := realcluster.Start(t.Context(), realcluster.Options{
 		Topology: netlab.Topology{LBHosts: 1, Clients: []string{"client", "bmc"}},
 		Dir:      t.TempDir(),
@@ -60,8 +62,29 @@ func TestBMC(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				for _, log := range n.PodLogs() {
+					if !strings.Contains(log, "groundcloud-controller-manager") {
+						continue
+					}
+					b, _ := os.ReadFile(log)
+					var lines []string
+					for _, l := range strings.Split(string(b), "\n") {
+						if strings.Contains(l, "onfig") || strings.Contains(l, "BMC") || strings.Contains(l, "out-of-service") || strings.Contains(l, "leader") {
+							lines = append(lines, l)
+						}
+					}
+					t.Logf("%s: %s, lines about the cloud-config, BMCs and leadership:\n%s", n.Name, log, strings.Join(lines, "\n"))
+				}
+			}
+			t.Logf("cloud-config:\n%s", c.CloudConfig)
+			t.Logf("the BMC's log:\n%s", controlplane.LogTail(filepath.Join(bmcDir, "emulator.log"), 20))
+		}
+	})
 	ctx := t.Context()
-	bmc, err := c.StartBMC(ctx, c.Clients["bmc"], t.TempDir(), "node-2")
+	bmc, err := c.StartBMC(ctx, c.Clients["bmc"], bmcDir, "node-2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func (b *BMC) CloudConfig(conf, globalKeys, machineKeys string) string {
 	}
 	for n, id := range b.systems {
 		keys := fmt.Sprintf("bmc-url = %s\nbmc-system = %s\nbmc-username-file = /etc/groundcloud-bmc/%s-username\n"+
-			"bmc-password-file = /etc/groundcloud-bmc/%s-password\nbmc-insecure-skip-verify = true\nbmc-poll-interval = 2s\n",
+			"bmc-password-file = /etc/groundcloud-bmc/%s-password\nbmc-insecure-skip-verify = true\nbmc-timeout = 2s\nbmc-poll-interval = 2s\n",
 			b.Emulator.URL, id, n, n)
 		if machineKeys != "" {
 			keys += strings.TrimSuffix(machineKeys, "\n") + "\n"
