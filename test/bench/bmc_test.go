@@ -58,7 +58,8 @@ func TestBMCBenchmark(t *testing.T) {
 		_, err := c.WaitPodRunning(ctx, ns, "db-0", "node-2")
 		must(t, err)
 		must(t, bmc.Emulator.Reset(ctx, bmc.System("node-2"), "ForceOff"))
-		off := waitApplied(t, bmc, "node-2", "Off")
+		off, err := bmc.Power("node-2").WaitApplied(ctx, "Off")
+		must(t, err)
 		var tr bmcTrial
 		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 			n, err := c.Client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
@@ -83,7 +84,8 @@ func TestBMCBenchmark(t *testing.T) {
 		trials = append(trials, tr)
 		// Back: node-2 on, Ready and untainted; the Pod moved back to it.
 		must(t, bmc.Emulator.Reset(ctx, bmc.System("node-2"), "On"))
-		waitApplied(t, bmc, "node-2", "On")
+		_, err = bmc.Power("node-2").WaitApplied(ctx, "On")
+		must(t, err)
 		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 			n, err := c.Client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 			return err == nil && nodeReady(n) && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
@@ -103,20 +105,6 @@ func TestBMCBenchmark(t *testing.T) {
 	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
 		must(t, writeSection(path, "## Power-off to a Pod elsewhere", bmcSection(trials, line, time.Since(start))))
 	}
-}
-
-func waitApplied(t *testing.T, bmc *realcluster.BMC, node, want string) time.Time {
-	t.Helper()
-	var at time.Time
-	must(t, wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		st, when, err := bmc.Power(node).Applied()
-		if err != nil {
-			return false, err
-		}
-		at = when
-		return st == want, nil
-	}))
-	return at
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -114,7 +114,10 @@ func TestBMC(t *testing.T) {
 	if err := emu.Reset(ctx, system, "ForceOff"); err != nil {
 		t.Fatal(err)
 	}
-	off := waitPower(t, power, "Off")
+	off, err := power.WaitApplied(ctx, "Off")
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitNodeCond(t, c, "node-2", "NotReady", func(n *corev1.Node) bool {
 		cond := nodeCond(n, corev1.NodeReady)
 		return cond != nil && cond.Status != corev1.ConditionTrue
@@ -129,7 +132,9 @@ func TestBMC(t *testing.T) {
 	if err := emu.Reset(ctx, system, "On"); err != nil {
 		t.Fatal(err)
 	}
-	waitPower(t, power, "On")
+	if _, err := power.WaitApplied(ctx, "On"); err != nil {
+		t.Fatal(err)
+	}
 	waitNodeCond(t, c, "node-2", "Ready and no longer out of service", func(n *corev1.Node) bool {
 		cond := nodeCond(n, corev1.NodeReady)
 		return cond != nil && cond.Status == corev1.ConditionTrue && !hasNodeTaint(n, corev1.TaintNodeOutOfService)
@@ -149,21 +154,6 @@ func TestBMC(t *testing.T) {
 			return err == nil && len(evs.Items) > 0
 		})
 	}
-}
-
-// waitPower waits until the test bed has applied power state want.
-func waitPower(t *testing.T, f *redfish.Follower, want string) time.Time {
-	t.Helper()
-	var at time.Time
-	eventually(t, "the test bed following power "+want, func(context.Context) bool {
-		st, when, err := f.Applied()
-		if err != nil {
-			t.Fatalf("power %s: %v", st, err)
-		}
-		at = when
-		return st == want
-	})
-	return at
 }
 
 // waitNodeCond waits until the Node satisfies cond.

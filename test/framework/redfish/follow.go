@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -62,6 +63,26 @@ func (f *Follower) Applied() (string, time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.applied, f.changed, f.err
+}
+
+// WaitApplied waits until power state want ("On" or "Off") is applied,
+// apply failed, or ctx is done; it returns when want was applied. The
+// emulator turns a system off or on some seconds after the request.
+func (f *Follower) WaitApplied(ctx context.Context, want string) (time.Time, error) {
+	for {
+		st, when, err := f.Applied()
+		switch {
+		case err != nil:
+			return when, fmt.Errorf("apply power %s: %w", st, err)
+		case st == want:
+			return when, nil
+		}
+		select {
+		case <-ctx.Done():
+			return when, fmt.Errorf("power %s not applied (still %s): %w", want, st, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Stop ends the polling; it applies nothing more.
