@@ -58,24 +58,23 @@ func reportedInUse(lb *v1alpha1.LoadBalancer) []netip.Addr {
 }
 
 // update records what LoadBalancer key reports now (lb nil: it was
-// deleted, and what it reported is remembered for inUseMemory). It
-// returns whether the set of addresses in use changed.
-func (t *inUseTracker) update(key types.NamespacedName, lb *v1alpha1.LoadBalancer, now time.Time) bool {
-	before := t.addrs(now)
+// deleted, and what it reported is remembered for inUseMemory).
+func (t *inUseTracker) update(key types.NamespacedName, lb *v1alpha1.LoadBalancer, now time.Time) {
 	if lb == nil {
 		for _, a := range t.byLB[key] {
 			t.gone[a] = now.Add(inUseMemory)
 		}
 		delete(t.byLB, key)
-	} else if r := reportedInUse(lb); len(r) > 0 {
+		return
+	}
+	if r := reportedInUse(lb); len(r) > 0 {
 		t.byLB[key] = r
 		for _, a := range r {
 			delete(t.gone, a) // reported again: as long as it is
 		}
-	} else {
-		delete(t.byLB, key)
+		return
 	}
-	return !slices.Equal(before, t.addrs(now))
+	delete(t.byLB, key)
 }
 
 // addrs returns the addresses in use now, sorted, and forgets those
@@ -100,9 +99,8 @@ func (m *Manager) noteInUse(ctx context.Context, key types.NamespacedName, lb *v
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	if m.inUse.update(key, lb, now) {
-		m.applyInUse(ctx, now)
-	}
+	m.inUse.update(key, lb, now)
+	m.applyInUse(ctx, now) // which writes only when the set changed
 }
 
 // applyInUse gives the allocator the addresses in use now when they
