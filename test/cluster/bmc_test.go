@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,21 +19,24 @@ import (
 	"github.com/groundcloud/groundcloud/test/framework/redfish"
 )
 
-// TestBMC runs the real cluster with a Redfish BMC for node-2: sushy-tools'
-// emulator (HTTPS, basic authentication) on lab host "bmc", which the
-// controller manager reaches from its Pod; its credentials in Secret
-// groundcloud-bmc-credentials, mounted by the component
+// TestBMC runs the real cluster with a Redfish BMC for each worker node:
+// sushy-tools' emulator (HTTPS, basic authentication) on lab host "bmc",
+// which the controller manager reaches from its Pod; its credentials in
+// Secret groundcloud-bmc-credentials, mounted by the component
 // deploy/controller-manager/bmc-credentials. The test bed follows the BMC
 // (redfish Follow, realcluster Node.SetPower): a system powered off stops
-// node-2's kubelet and pulls its cable, powered on it plugs the cable and
+// its node's kubelet and pulls its cable, powered on it plugs the cable and
 // lets the kubelet run again.
 //
-// A StatefulSet with one replica runs on node-2. node-2 is powered off
-// through Redfish: its Node turns NotReady, the controller manager taints
-// it node.kubernetes.io/out-of-service once the BMC has said Off for the
-// grace (bmc-out-of-service = taint), the upstream controllers delete the
-// Pod, and the StatefulSet's Pod runs on node-1. Powered on: node-2 is Ready
-// again, the taint is gone, and it takes work again.
+// The node powered off is the one the controller manager's leader runs
+// on, when that is a worker (it dies with it, and the other replica must
+// take over and finish the job), otherwise node-2. A StatefulSet with one
+// replica runs there. The node is powered off through Redfish: its Node
+// turns NotReady, the controller manager taints it
+// node.kubernetes.io/out-of-service once the BMC has said Off for the grace
+// (bmc-out-of-service = taint), the upstream controllers delete the Pod,
+// and the StatefulSet's Pod runs on another node. Powered on: the node is
+// Ready again, the taint is gone, and it takes work again.
 func TestBMC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs a real cluster")
@@ -48,6 +52,7 @@ func TestBMC(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmcDir := t.TempDir()
+	workers := []string{"node-1", "node-2"}
 	c, err := realcluster.Start(t.Context(), realcluster.Options{
 		Topology: netlab.Topology{LBHosts: 1, Clients: []string{"client", "bmc"}},
 		Dir:      t.TempDir(),
@@ -56,7 +61,7 @@ func TestBMC(t *testing.T) {
 		// NotReady 16 s after the last heartbeat (upstream's default is
 		// 50 s; what this test shows does not depend on it).
 		ExtraControllerManagerArgs: []string{"--node-monitor-grace-period=16s"},
-		BMCCredentials:             realcluster.BMCCredentials("node-2"),
+		BMCCredentials:             realcluster.BMCCredentials(workers...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -84,30 +89,46 @@ func TestBMC(t *testing.T) {
 		}
 	})
 	ctx := t.Context()
-	bmc, err := c.StartBMC(ctx, c.Clients["bmc"], bmcDir, "node-2")
+	bmc, err := c.StartBMC(ctx, c.Clients["bmc"], bmcDir, workers...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bmc.Close() })
-	emu, system, power := bmc.Emulator, bmc.System("node-2"), bmc.Power("node-2")
 	if err := c.SetCloudConfig(ctx, bmc.CloudConfig(c.CloudConfig, "bmc-out-of-service-grace = 5s", "bmc-out-of-service = taint")); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeCond(t, c, "node-2", "BMCReachable True", func(n *corev1.Node) bool {
-		cond := nodeCond(n, "BMCReachable")
-		return cond != nil && cond.Status == corev1.ConditionTrue && strings.Contains(cond.Message, "PowerState On")
-	})
+	for _, w := range workers {
+		waitNodeCond(t, c, w, "BMCReachable True", func(n *corev1.Node) bool {
+			cond := nodeCond(n, "BMCReachable")
+			return cond != nil && cond.Status == corev1.ConditionTrue && strings.Contains(cond.Message, "PowerState On")
+		})
+	}
+	if err := c.SpreadControllerManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.ControllerManagerLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := "node-2"
+	if slices.Contains(workers, leader.Spec.NodeName) {
+		victim = leader.Spec.NodeName
+		t.Logf("powering off %s, where the controller manager's leader %s runs", victim, leader.Name)
+	} else {
+		t.Logf("powering off %s; the controller manager's leader %s runs on %s", victim, leader.Name, leader.Spec.NodeName)
+	}
+	emu, system, power := bmc.Emulator, bmc.System(victim), bmc.Power(victim)
 
-	// The StatefulSet, its one Pod on node-2.
-	ss := c.EchoStatefulSet(echoNS, "db", "node-2")
+	// The StatefulSet, its one Pod on the victim.
+	ss := c.EchoStatefulSet(echoNS, "db", victim)
 	if _, err := c.Client.AppsV1().StatefulSets(echoNS).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = c.Client.AppsV1().StatefulSets(echoNS).Delete(context.Background(), "db", metav1.DeleteOptions{})
 	})
-	if n, err := c.WaitPodRunning(ctx, echoNS, "db-0", ""); err != nil || n != "node-2" {
-		t.Fatalf("db-0 runs on %q (%v), want node-2", n, err)
+	if n, err := c.WaitPodRunning(ctx, echoNS, "db-0", ""); err != nil || n != victim {
+		t.Fatalf("db-0 runs on %q (%v), want %s", n, err, victim)
 	}
 
 	// Off.
@@ -118,15 +139,19 @@ func TestBMC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitNodeCond(t, c, "node-2", "NotReady", func(n *corev1.Node) bool {
+	waitNodeCond(t, c, victim, "NotReady", func(n *corev1.Node) bool {
 		cond := nodeCond(n, corev1.NodeReady)
 		return cond != nil && cond.Status != corev1.ConditionTrue
 	})
-	waitNodeCond(t, c, "node-2", "tainted out of service", func(n *corev1.Node) bool { return hasNodeTaint(n, corev1.TaintNodeOutOfService) })
-	if _, err := c.WaitPodRunning(ctx, echoNS, "db-0", "node-1"); err != nil {
-		t.Fatalf("db-0 not running on node-1 after node-2 was powered off: %v", err)
+	waitNodeCond(t, c, victim, "tainted out of service", func(n *corev1.Node) bool { return hasNodeTaint(n, corev1.TaintNodeOutOfService) })
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.WaitPodRunning(ctx, echoNS, "db-0", "")
+		return err == nil && n != victim, nil
+	})
+	if err != nil {
+		t.Fatalf("db-0 not running on another node after %s was powered off: %v", victim, err)
 	}
-	t.Logf("db-0 Running on node-1 %s after node-2 was powered off", time.Since(off).Round(time.Second))
+	t.Logf("db-0 Running on another node %s after %s was powered off", time.Since(off).Round(time.Second), victim)
 
 	// On.
 	if err := emu.Reset(ctx, system, "On"); err != nil {
@@ -135,22 +160,22 @@ func TestBMC(t *testing.T) {
 	if _, err := power.WaitApplied(ctx, "On"); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeCond(t, c, "node-2", "Ready and no longer out of service", func(n *corev1.Node) bool {
+	waitNodeCond(t, c, victim, "Ready and no longer out of service", func(n *corev1.Node) bool {
 		cond := nodeCond(n, corev1.NodeReady)
 		return cond != nil && cond.Status == corev1.ConditionTrue && !hasNodeTaint(n, corev1.TaintNodeOutOfService)
 	})
-	// node-2 takes work again: a Pod that may only run there.
+	// The victim takes work again: a Pod that may only run there.
 	d := c.EchoDeployment(echoNS, "after", 1)
-	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "node-2"}
+	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: victim}
 	if _, err := c.Client.AppsV1().Deployments(echoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitDeploymentReady(ctx, echoNS, "after"); err != nil {
-		t.Fatalf("a Pod on node-2 after it came back: %v", err)
+		t.Fatalf("a Pod on %s after it came back: %v", victim, err)
 	}
 	for _, e := range []string{"OutOfServiceTaintApplied", "OutOfServiceTaintRemoved"} {
-		eventually(t, "a "+e+" Event on node-2", func(ctx context.Context) bool {
-			evs, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-2,reason=" + e})
+		eventually(t, "a "+e+" Event on "+victim, func(ctx context.Context) bool {
+			evs, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + victim + ",reason=" + e})
 			return err == nil && len(evs.Items) > 0
 		})
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/redfish"
 )
@@ -106,4 +109,66 @@ func (b *BMC) Close() error {
 		}
 	}
 	return errors.Join(append(errs, b.Emulator.Stop())...)
+}
+
+// ControllerManagerLeader returns the Pod of groundcloud-controller-manager
+// that holds its leader-election Lease.
+func (c *Cluster) ControllerManagerLeader(ctx context.Context) (*corev1.Pod, error) {
+	l, err := c.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "groundcloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return nil, errors.New("the controller manager's Lease has no holder")
+	}
+	pod, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_") // "<pod>_<uuid>"
+	return c.Client.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, pod, metav1.GetOptions{})
+}
+
+// SpreadControllerManager makes sure the controller manager's replicas run
+// on different nodes, as its Deployment prefers: the scheduler may have
+// put both on one node when the others were not schedulable yet (a new
+// cluster). A replica beside another, not the leader, is deleted; the
+// Deployment's new one goes elsewhere. Returns once every replica is ready
+// on a node of its own.
+func (c *Cluster) SpreadControllerManager(ctx context.Context) error {
+	pods := c.Client.CoreV1().Pods(metav1.NamespaceSystem)
+	selector := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=groundcloud-controller-manager"}
+	return c.poll(ctx, "the controller manager's replicas on nodes of their own", func(ctx context.Context) (string, error) {
+		l, err := pods.List(ctx, selector)
+		if err != nil {
+			return "", err
+		}
+		leader, err := c.ControllerManagerLeader(ctx)
+		if err != nil {
+			return "", err
+		}
+		on := map[string]string{} // node -> a replica there
+		ready := 0
+		for _, p := range l.Items {
+			if p.DeletionTimestamp != nil {
+				return "a replica still terminating", nil
+			}
+			if other, ok := on[p.Spec.NodeName]; ok && p.Spec.NodeName != "" {
+				victim := p.Name
+				if victim == leader.Name {
+					victim = other
+				}
+				if err := pods.Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("replicas %s and %s both on %s: deleted %s", p.Name, other, p.Spec.NodeName, victim), nil
+			}
+			on[p.Spec.NodeName] = p.Name
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready < 2 || ready != len(l.Items) {
+			return fmt.Sprintf("%d of %d replicas ready", ready, len(l.Items)), nil
+		}
+		return "", nil
+	})
 }
