@@ -122,6 +122,9 @@ func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Nod
 	c.reportBMC(ctx, cfg, n)
 	o, m := c.observe(cfg, n)
 	c.applied[n.Name] = o.Tainted && o.Marked
+	if o.Marked && reapable(n, o.Now) {
+		c.reap(ctx, n)
+	}
 	d := Decide(o)
 	if d.Action == None {
 		return

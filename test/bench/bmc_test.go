@@ -49,6 +49,7 @@ func TestBMCBenchmark(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { _ = bmc.Close() })
 	must(t, c.SetCloudConfig(ctx, bmc.CloudConfig(c.CloudConfig, "", "bmc-out-of-service = taint")))
+	must(t, c.SpreadControllerManager(ctx))
 	const ns = "default"
 	_, err = c.Client.AppsV1().StatefulSets(ns).Create(ctx, c.EchoStatefulSet(ns, "db", "node-2"), metav1.CreateOptions{})
 	must(t, err)

@@ -43,11 +43,13 @@ type grant struct {
 // manifests stop granting must go from here too.
 var allowed = map[string]map[resource]grant{
 	"groundcloud-controller-manager": {
-		{"", "nodes"}:                                    {verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
-		{"", "nodes/status"}:                             {verbs: []string{"patch"}},
-		{"", "services"}:                                 {verbs: []string{"list", "watch"}},
-		{"", "services/status"}:                          {verbs: []string{"patch"}},
-		{"", "events"}:                                   {verbs: []string{"create", "patch"}},
+		{"", "nodes"}:           {verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
+		{"", "nodes/status"}:    {verbs: []string{"patch"}},
+		{"", "services"}:        {verbs: []string{"list", "watch"}},
+		{"", "services/status"}: {verbs: []string{"patch"}},
+		{"", "pods"}:            {verbs: []string{"list", "delete"}},
+		{"", "pods/status"}:     {verbs: []string{"patch"}},
+		{"", "events"}:          {verbs: []string{"create", "patch"}},
 		{"authentication.k8s.io", "tokenreviews"}:        {verbs: []string{"create"}},
 		{"authorization.k8s.io", "subjectaccessreviews"}: {verbs: []string{"create"}},
 		{"apiextensions.k8s.io", "customresourcedefinitions"}: {
