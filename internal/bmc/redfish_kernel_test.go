@@ -18,8 +18,9 @@ const (
 	emuNode2 = "0b1f5a2e-35c4-4d0e-8a59-000000000002"
 )
 
-// The poller, dialling from a controller-manager host, follows the power of
-// machines of a real Redfish BMC (sushy-tools' emulator, HTTPS with basic
+// The poller, dialling from a controller-manager host, follows the power
+// (and reads the model, serial number and BIOS version) of machines of a
+// real Redfish BMC (sushy-tools' emulator, HTTPS with basic
 // authentication, one system per machine): a power-off through the BMC's
 // API shows as PoweredOff for that machine only; wrong credentials and a
 // stopped BMC are errors with their reasons, never "off".
@@ -32,7 +33,10 @@ func TestPollerWithEmulatedBMC(t *testing.T) {
 	bmcHost := l.AddHostT(t, "bmc", netlab.HostOptions{})
 	ccm := l.AddHostT(t, "ccm", netlab.HostOptions{})
 	emu, err := redfish.Start(t.Context(), bmcHost, t.TempDir(), redfish.Options{
-		Systems:  []redfish.System{{ID: emuNode1, Name: "node-1", On: true}, {ID: emuNode2, Name: "node-2", On: true}},
+		Systems: []redfish.System{
+			{ID: emuNode1, Name: "node-1", On: true, Model: "PowerEdge R640", SerialNumber: "CN7016", BIOSVersion: "2.19.1"},
+			{ID: emuNode2, Name: "node-2", On: true},
+		},
 		Username: "admin", Password: "s3cret", TLS: true,
 	})
 	if err != nil {
@@ -57,10 +61,15 @@ func TestPollerWithEmulatedBMC(t *testing.T) {
 	go func() { p.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	for _, m := range []string{"node-1", "node-2"} {
+	// node-1's BMC tells its model, serial number and BIOS version;
+	// node-2's none of them.
+	for m, want := range map[string]Answer{
+		"node-1": {PowerState: "On", Model: "PowerEdge R640", SerialNumber: "CN7016", BIOSVersion: "2.19.1"},
+		"node-2": {PowerState: "On"},
+	} {
 		s := waitStatusFor(t, p, m, 20*time.Second, func(s Status, ok bool) bool { return ok && s.Err == nil })
-		if s.Answer.PowerState != "On" {
-			t.Fatalf("%s: %+v, want On", m, s)
+		if s.Answer != want {
+			t.Fatalf("%s: %+v, want %+v", m, s.Answer, want)
 		}
 	}
 	w := waitStatusFor(t, p, "wrong-password", 20*time.Second, func(s Status, ok bool) bool { return ok })

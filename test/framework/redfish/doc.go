@@ -1,6 +1,6 @@
 // Package redfish runs a real Redfish BMC, the emulator of OpenStack's
-// sushy-tools (vendored unmodified under third_party/sushy-tools), inside a
-// lab host (test/framework/netlab), for the tests, the sandbox and the
+// sushy-tools (vendored under third_party/sushy-tools, with a small
+// patch), inside a lab host (test/framework/netlab), for the tests, the sandbox and the
 // benchmarks that need machines whose power a BMC reports and controls.
 //
 // It owns: the emulator's configuration (its fake systems driver with one

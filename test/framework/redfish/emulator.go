@@ -74,6 +74,10 @@ type System struct {
 	Name string
 	// On is its power when the emulator starts.
 	On bool
+	// Model, SerialNumber and BIOSVersion, when set, are served as
+	// Redfish Model, SerialNumber and BiosVersion (the vendored emulator's
+	// patch, third_party/sushy-tools/README.md).
+	Model, SerialNumber, BIOSVersion string
 }
 
 // Options configure an emulator.

@@ -28,6 +28,10 @@ type fakeSystem struct {
 	Name       string   `json:"name"`
 	PowerState string   `json:"power_state"`
 	NICs       []string `json:"nics"`
+	// Served by the vendored emulator's patch; absent: not served.
+	Model        string `json:"model,omitempty"`
+	SerialNumber string `json:"serial_number,omitempty"`
+	BIOSVersion  string `json:"bios_version,omitempty"`
 }
 
 // writeFiles writes the emulator's configuration (a Python file, as
@@ -45,7 +49,8 @@ func (e *Emulator) writeFiles() (string, error) {
 		if s.On {
 			power = "On"
 		}
-		systems = append(systems, fakeSystem{UUID: s.ID, Name: s.Name, PowerState: power, NICs: []string{}})
+		systems = append(systems, fakeSystem{UUID: s.ID, Name: s.Name, PowerState: power, NICs: []string{},
+			Model: s.Model, SerialNumber: s.SerialNumber, BIOSVersion: s.BIOSVersion})
 	}
 	var conf strings.Builder
 	conf.WriteString("# written by test/framework/redfish\nSUSHY_EMULATOR_FAKE_DRIVER = True\n")

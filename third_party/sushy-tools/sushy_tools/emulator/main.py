@@ -475,6 +475,8 @@ def system_resource(identity):
             name=app.systems.name(identity),
             uuid=app.systems.uuid(identity),
             power_state=app.systems.get_power_state(identity),
+            model=try_get(app.systems.get_model),
+            serial_number=try_get(app.systems.get_serial_number),
             total_memory_gb=try_get(app.systems.get_total_memory),
             bios_version=bios_version,
             bios_supported=try_get(app.systems.get_bios),

@@ -167,6 +167,20 @@ class AbstractSystemsDriver(metaclass=abc.ABCMeta):
         """
         raise error.NotSupportedError('Not implemented')
 
+    def get_model(self, identity):
+        """Get the system's model (Redfish ComputerSystem Model)
+
+        :raises: `NotSupportedError` when the driver does not know it
+        """
+        raise error.NotSupportedError('Not implemented')
+
+    def get_serial_number(self, identity):
+        """Get the system's serial number (Redfish SerialNumber)
+
+        :raises: `NotSupportedError` when the driver does not know it
+        """
+        raise error.NotSupportedError('Not implemented')
+
     def get_versions(self, identity):
         """Get firmware version information for the system
 

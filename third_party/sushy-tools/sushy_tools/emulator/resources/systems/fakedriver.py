@@ -122,6 +122,21 @@ class FakeDriver(AbstractSystemsDriver):
         except error.AliasAccessError:
             return identity
 
+    def _get_key(self, identity, key):
+        try:
+            return self._get(identity)[key]
+        except KeyError:
+            raise error.NotSupportedError(f'No {key} for fake system')
+
+    def get_model(self, identity):
+        return self._get_key(identity, 'model')
+
+    def get_serial_number(self, identity):
+        return self._get_key(identity, 'serial_number')
+
+    def get_versions(self, identity):
+        return {'BiosVersion': self._get_key(identity, 'bios_version')}
+
     def get_power_state(self, identity):
         return self._get(identity)['power_state']
 
