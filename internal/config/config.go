@@ -37,6 +37,9 @@ type Global struct {
 	// BMCFence and BMCFenceAfter are the bmc-fence keys (outofservice.go).
 	BMCFence      Fence
 	BMCFenceAfter time.Duration
+	// BMCMetadata writes the BMCs' model, serial number and BIOS version
+	// on the Nodes (bmc-metadata, outofservice.go).
+	BMCMetadata bool
 }
 
 // HealthCheckKind is how agents probe a node for externalTrafficPolicy

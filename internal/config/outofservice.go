@@ -91,6 +91,16 @@ var outOfServiceGlobalKeys = []keySpec{
 			"An answer `On`, an error, or no fresh answer starts the wait again.",
 	},
 	{
+		section: globalSection, name: "bmc-metadata", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.global.BMCMetadata }),
+		doc: "Whether the controller manager writes what each machine's BMC says of it on its Node: the annotations " +
+			"`groundcloud.io/bmc-model`, `groundcloud.io/bmc-serial-number` and `groundcloud.io/bmc-bios-version` (Redfish " +
+			"`Model`, `SerialNumber`, `BiosVersion`; an annotation whose value the BMC stops giving is removed) and, for a machine " +
+			"without `instance-type`, the `node.kubernetes.io/instance-type` label (and its beta twin) from `Model`, made a valid " +
+			"label value (other characters become `-`, at most 63). A label someone else set is never changed. " +
+			"`false` writes nothing and leaves what was written ([docs/controller-manager.md](controller-manager.md#machine-metadata-from-the-bmc)).",
+	},
+	{
 		section: globalSection, name: "bmc-fence", dflt: string(FenceOff),
 		value: assign(fenceValue, func(t *target) *Fence { return &t.global.BMCFence }),
 		doc: "Fencing of machines whose Node is tainted out of service (`bmc-out-of-service = taint`) and that hang instead of dying: " +

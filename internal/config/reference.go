@@ -114,6 +114,8 @@ bmc-out-of-service-grace = 30s
 ; machines tainted out of service that hang are not powered off
 bmc-fence = off
 bmc-fence-after = 2m
+; the BMCs' model, serial number and BIOS version written on the Nodes
+bmc-metadata = true
 
 [Machine "web-1"]
 zone = rack-a

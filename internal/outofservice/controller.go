@@ -121,6 +121,7 @@ func (c *Controller) SyncAll(ctx context.Context) {
 func (c *Controller) sync(ctx context.Context, cfg *config.Config, n *corev1.Node) {
 	c.reportBMC(ctx, cfg, n)
 	o, m := c.observe(cfg, n)
+	c.reportMetadata(ctx, cfg, n, m)
 	c.applied[n.Name] = o.Tainted && o.Marked
 	if o.Marked && reapable(n, o.Now) {
 		c.reap(ctx, n)

@@ -31,7 +31,10 @@ const (
 // taint), node-2 with a wrong password, node-3 verifying the BMC's
 // certificate, which names another address. node-1's Node says
 // BMCReachable True; node-2's and node-3's False (Unauthorized, TLS) with a
-// Warning Event each, and neither is tainted or deleted. node-1 powered
+// Warning Event each, and neither is tainted or deleted. bmc-metadata:
+// node-1's model, serial number and BIOS version are written on its Node,
+// its instance type from the model; node-4's instance-type from the
+// cloud-config stays. node-1 powered
 // off through Redfish while its Node is NotReady: out-of-service taint;
 // powered on and Ready: the taint goes. node-4 with fencing (bmc-fence =
 // power-off, bmc-fence-after 3s): left On while its Node is Ready; once
@@ -52,8 +55,11 @@ func TestBMCs(t *testing.T) {
 	l := netlab.NewT(t, netlab.Options{})
 	bmcHost := l.AddHostT(t, "bmc", netlab.HostOptions{})
 	emu, err := redfish.Start(t.Context(), bmcHost, t.TempDir(), redfish.Options{
-		Systems: []redfish.System{{ID: bmcSystem1, Name: "node-1", On: true}, {ID: bmcSystem2, Name: "node-2", On: true},
-			{ID: bmcSystem4, Name: "node-4", On: true}},
+		Systems: []redfish.System{
+			{ID: bmcSystem1, Name: "node-1", On: true, Model: "PowerEdge R640", SerialNumber: "CN7016", BIOSVersion: "2.19.1"},
+			{ID: bmcSystem2, Name: "node-2", On: true},
+			{ID: bmcSystem4, Name: "node-4", On: true, Model: "ProLiant DL360 Gen10", SerialNumber: "MXQ91"},
+		},
 		Username: "admin", Password: "s3cret", TLS: true,
 	})
 	if err != nil {
@@ -85,12 +91,12 @@ func TestBMCs(t *testing.T) {
 			name, url, system, user, extra)
 	}
 	machine := func(name, system, extra string) string { return machineAt(url, name, system, extra) }
-	cfg := "[Global]\nregion = home\nbmc-out-of-service-grace = 2s\nbmc-fence-after = 3s\n\n" +
+	cfg := "[Global]\nregion = home\nbmc-out-of-service-grace = 2s\nbmc-fence-after = 3s\nbmc-metadata = true\n\n" +
 		machine("node-1", bmcSystem1, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
 		machine("node-2", bmcSystem2, "bmc-password-file = "+wrong+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint") +
 		// The certificate names the BMC host's address, not the relay's.
 		machine("node-3", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-ca-file = "+emu.CAFile+"\nbmc-out-of-service = taint") +
-		machine("node-4", bmcSystem4, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off") +
+		machine("node-4", bmcSystem4, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off\ninstance-type = large") +
 		machineAt("https://"+slow.Addr(), "node-5", bmcSystem2, "bmc-password-file = "+pass+"\nbmc-insecure-skip-verify = true\nbmc-out-of-service = taint\nbmc-fence = power-off")
 	cl := startCluster(t, cfg)
 	for _, n := range []string{"node-1", "node-2", "node-3", "node-4", "node-5"} {
@@ -109,6 +115,29 @@ func TestBMCs(t *testing.T) {
 	}
 	if c := nodeCondition(bmcCond("node-2", v1.ConditionFalse, "Unauthorized"), outofservice.ConditionBMC); !strings.Contains(c.Message, "does not answer") {
 		t.Errorf("node-2's condition: %q", c.Message)
+	}
+	// bmc-metadata: node-1's BMC gives its model, serial number and BIOS
+	// version: annotations, and the instance type from the model; node-4
+	// has instance-type in the cloud-config, which stays; node-2's BMC
+	// refuses the credentials: nothing.
+	waitNode(t, cl.client, "node-1", "the BMC's metadata", func(n *v1.Node) bool {
+		return n.Annotations[outofservice.AnnotationModel] == "PowerEdge R640" && n.Annotations[outofservice.AnnotationSerialNumber] == "CN7016" &&
+			n.Annotations[outofservice.AnnotationBIOSVersion] == "2.19.1" && n.Labels[v1.LabelInstanceTypeStable] == "PowerEdge-R640"
+	})
+	eventually(t, "an InstanceTypeFromBMC Event on node-1", func() bool { return nodeEvent(t, cl.client, "node-1", "InstanceTypeFromBMC") })
+	n4 := waitNode(t, cl.client, "node-4", "the BMC's metadata", func(n *v1.Node) bool {
+		return n.Annotations[outofservice.AnnotationModel] == "ProLiant DL360 Gen10" && n.Annotations[outofservice.AnnotationSerialNumber] == "MXQ91"
+	})
+	if got := n4.Labels[v1.LabelInstanceTypeStable]; got != "large" {
+		t.Errorf("node-4's instance type %q, want the cloud-config's large", got)
+	}
+	if _, ok := n4.Annotations[outofservice.AnnotationBIOSVersion]; ok {
+		t.Errorf("node-4 has a BIOS version its BMC does not give: %v", n4.Annotations)
+	}
+	if n2, err := cl.client.CoreV1().Nodes().Get(t.Context(), "node-2", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if _, ok := n2.Annotations[outofservice.AnnotationModel]; ok {
+		t.Errorf("node-2, whose BMC refuses us, has a model: %v", n2.Annotations)
 	}
 	bmcCond("node-3", v1.ConditionFalse, "TLS")
 	bmcCond("node-5", v1.ConditionFalse, "Timeout")
