@@ -28,14 +28,16 @@ import (
 // (checkSandboxL2) and lines about the BGP example that are true
 // (checkSandboxBGP); a second `up` says one is running; Ctrl-C leaves the
 // machine as it was (namespaces, links, addresses, routes, ruleset,
-// sysctls, mounts, processes, cgroups, the router's directory). Then a
-// plain `up` comes up, crashes, and `down` leaves the machine as it was.
+// sysctls, mounts, processes, cgroups, the router's directory). Then
+// `up --bmc` comes up, its printed BMC commands power a worker off and on
+// as the controller manager sees (checkSandboxBMC), it crashes, and `down`
+// leaves the machine as it was.
 //
 // One run with --bgp covers both examples at the cost of one more
 // load-balancer host and the router: the L2 example is the same with or
 // without --bgp (pool "default", announced on the link by one of the
-// hosts). The plain `up` is covered too: it prints its curl line only once
-// the address answers this shell.
+// hosts). The plain `up` is covered too: every `up` prints its curl line
+// only once the address answers this shell.
 func TestSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs the whole sandbox")
@@ -64,8 +66,11 @@ func TestSandbox(t *testing.T) {
 	}
 	expectAsBefore(t, before)
 
-	// A crash leaves namespaces, the link and processes; down removes them.
-	up, _ = startSandbox(t, dir)
+	// With a BMC (--bmc): its printed commands work. Then a crash leaves
+	// namespaces, the link and processes (the BMC's too); down removes
+	// them.
+	up, summary = startSandbox(t, dir, "--bmc")
+	checkSandboxBMC(t, summary)
 	if err := up.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
