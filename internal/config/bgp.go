@@ -56,7 +56,16 @@ type BGPPeer struct {
 	BFD                                     bool
 	BFDTransmitInterval, BFDReceiveInterval time.Duration
 	BFDDetectMultiplier                     int
+	// GracefulRestart negotiates BGP graceful restart (RFC 4724) with the
+	// router, which keeps this host's routes for GracefulRestartTime
+	// while the agent restarts (filled with the default when on).
+	GracefulRestart     bool
+	GracefulRestartTime time.Duration
 }
+
+// DefaultGracefulRestartTime is graceful-restart-time's default: how long
+// the router keeps a restarting host's routes.
+const DefaultGracefulRestartTime = 120 * time.Second
 
 // The BFD timers of a peer that sets none: 300 ms, times 3.
 const (
@@ -132,6 +141,11 @@ var (
 		name:  "BFD multiplier",
 		doc:   "A whole number from 2 to 255.",
 		parse: parseBFDMultiplier,
+	}
+	restartTimeValue = valueType[time.Duration]{
+		name:  "restart time",
+		doc:   "A duration in whole seconds from 1s to 4095s (BGP's 12 bits), as Go writes durations: `120s`, `2m`.",
+		parse: parseRestartTime,
 	}
 	familyValue = valueType[string]{
 		name:  "family",
@@ -226,6 +240,14 @@ func parseBFDInterval(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d%time.Millisecond != 0 || d < 10*time.Millisecond || d > 60*time.Second {
 		return 0, fmt.Errorf("%q is not a duration in whole milliseconds from 10ms to 60s (such as 300ms)", s)
+	}
+	return d, nil
+}
+
+func parseRestartTime(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d%time.Second != 0 || d < time.Second || d > 4095*time.Second {
+		return 0, fmt.Errorf("%q is not a duration in whole seconds from 1s to 4095s (such as 120s)", s)
 	}
 	return d, nil
 }
@@ -398,6 +420,23 @@ var bgpKeys = []keySpec{
 			"the router's detection time is this times the agreed interval (900ms with the defaults). Lower detects sooner; " +
 			"higher survives more lost packets in a row.",
 	},
+	{
+		section: bgpPeerSection, name: "graceful-restart", dflt: "false",
+		value: assign(boolValue, func(t *target) *bool { return &t.peer.GracefulRestart }),
+		doc: "Whether the hosts negotiate BGP graceful restart (RFC 4724) with the router, so that an agent that restarts " +
+			"(a rolling update, `helm upgrade`, a deleted Pod) on a host that is the only one to advertise some addresses keeps " +
+			"its routes at the router, and its forwarding rules in place, until the agent that starts next has advertised them " +
+			"again: no new connection fails. The router must help (FRR does by default; elsewhere often `graceful-restart helper`). " +
+			"The price: a host that dies without BFD keeps its routes at the router for up to `graceful-restart-time` instead of " +
+			"`hold-time`; with `bfd = true` a dead host's routes still go at once (the router's BFD takes the session down, which " +
+			"is no restart) ([docs/bgp.md](bgp.md#graceful-restart)).",
+	},
+	{
+		section: bgpPeerSection, name: "graceful-restart-time", dfltDoc: "`120s`",
+		value: assign(restartTimeValue, func(t *target) *time.Duration { return &t.peer.GracefulRestartTime }),
+		doc: "How long the router keeps a restarting host's routes (the Restart Time the host sends): longer than an agent takes " +
+			"to start again, image pull included. Needs `graceful-restart = true`.",
+	},
 }
 
 // checkBGP checks the rules across BGP keys and sections, and fills the
@@ -449,6 +488,12 @@ func checkPeer(peer *BGPPeer, line int, p *problems) {
 		p.add(line, label, "multihop", "applies to eBGP only; an iBGP session (asn = local-asn) is not limited to one hop")
 	}
 	checkBFD(peer, line, p)
+	switch {
+	case !peer.GracefulRestart && peer.GracefulRestartTime != 0:
+		p.add(line, label, "graceful-restart-time", "needs graceful-restart = true")
+	case peer.GracefulRestart && peer.GracefulRestartTime == 0:
+		peer.GracefulRestartTime = DefaultGracefulRestartTime
+	}
 	if len(peer.Families) == 0 && peer.Address.IsValid() {
 		peer.Families = []string{"ipv4"}
 		if peer.Address.Is6() {

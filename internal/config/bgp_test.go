@@ -232,3 +232,38 @@ func TestParseBFD(t *testing.T) {
 		{24, `[BGPPeer "n"] bfd-detect-multiplier: needs bfd = true`},
 	})
 }
+
+func TestParseGracefulRestart(t *testing.T) {
+	const global = "[Global]\nregion = eu\n" // lines 1-2
+	const peer = "[BGPPeer \"r\"]\naddress = 10.0.0.1\nasn = 64512\nlocal-asn = 64513\n"
+	cfg, err := Parse("cloud.conf", []byte(global+peer+"graceful-restart = true\n"+
+		"[BGPPeer \"s\"]\naddress = 10.0.0.2\nasn = 64512\nlocal-asn = 64513\ngraceful-restart = true\ngraceful-restart-time = 5m\n"+
+		"[BGPPeer \"off\"]\naddress = 10.0.0.3\nasn = 64512\nlocal-asn = 64513\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type gr struct {
+		On   bool
+		Time time.Duration
+	}
+	var got []gr
+	for _, p := range cfg.BGPPeers {
+		got = append(got, gr{p.GracefulRestart, p.GracefulRestartTime})
+	}
+	if diff := cmp.Diff([]gr{{true, 120 * time.Second}, {true, 5 * time.Minute}, {false, 0}}, got); diff != "" {
+		t.Errorf("graceful restart (-want +got):\n%s", diff)
+	}
+
+	_, err = Parse("cloud.conf", []byte(global+
+		peer+ // 3-6
+		"graceful-restart = true\n"+ // 7
+		"graceful-restart-time = 4096s\n"+ // 8
+		"[BGPPeer \"s\"]\naddress = 10.0.0.2\nasn = 64512\nlocal-asn = 64513\n"+ // 9-12
+		"graceful-restart-time = 1500ms\n"+ // 13
+		"[BGPPeer \"n\"]\naddress = 10.0.0.4\nasn = 64512\nlocal-asn = 64513\ngraceful-restart-time = 60s\n")) // 14-18
+	checkProblems(t, err, []problem{
+		{8, `"4096s" is not a duration in whole seconds from 1s to 4095s`},
+		{13, `"1500ms" is not a duration in whole seconds`},
+		{14, `[BGPPeer "n"] graceful-restart-time: needs graceful-restart = true`},
+	})
+}

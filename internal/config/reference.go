@@ -197,6 +197,8 @@ bfd = true                ; the router runs BFD too (FRR: neighbor ... bfd)
 bfd-transmit-interval = 300ms
 bfd-receive-interval = 300ms
 bfd-detect-multiplier = 3 ; the router declares a host gone after 900ms
+graceful-restart = true   ; the router keeps the routes while an agent restarts
+graceful-restart-time = 120s
 hosts = node-restriction.kubernetes.io/rack=b
 
 [Routes]
