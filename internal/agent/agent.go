@@ -153,6 +153,7 @@ type Agent struct {
 	adopted        map[netip.Addr]bool          // left by the predecessor, until membership decides (adopts); used by sync only
 	heldBefore     heldBefore                   // virtual IPs some host is known to have held; used by sync only
 	owned          atomic.Pointer[[]netip.Addr] // held on the interface after the last sync, for a stop
+	advertised     atomic.Pointer[advertisedRoutes] // the routes given the announcer in the last sync, for a stop
 	ownOnly        map[string]bool              // LoadBalancers warned about as OwnNodeOnly; used by sync only
 	served         map[string]bool              // LoadBalancers that have had a healthy backend; used by sync only
 	neverWarned    map[string]bool              // LoadBalancers warned about as NoHealthyBackend; used by sync only
@@ -211,6 +212,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
 		plan := a.planStopNow(logger) // before this host leaves the gossip
+		a.keepRoutes(logger, plan)
 		stop()
 		wg.Wait()
 		a.finish(logger, plan)
@@ -222,6 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if a.cfg.BGP != nil {
+		a.restartRoutes(logger)
 		wg.Go(func() {
 			if err := a.cfg.BGP.Run(runCtx); err != nil {
 				logger.Error(err, "BGP speaker failed; this host advertises no route")
@@ -392,6 +395,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	routes := a.routes(an, syncErr == nil && a.nodesReachable(plan))
 	a.forgetGained(ctx, append(slices.Clone(owned), an.held(routes)...))
 	announced := a.advertise(routes)
+	a.advertised.Store(&advertisedRoutes{all: routeAddrs(routes), elected: an.held(routes)})
 	addrStart := time.Now()
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
 	a.keepOwned(owned)

@@ -225,6 +225,9 @@ func peerOf(p *config.BGPPeer) (bgp.Peer, error) {
 		HoldTime: p.HoldTime, KeepaliveTime: p.KeepaliveTime, SourceAddress: p.SourceAddress,
 		Multihop: p.Multihop, Passive: p.Passive, Families: p.Families,
 	}
+	if p.GracefulRestart {
+		peer.GracefulRestart = p.GracefulRestartTime
+	}
 	if p.BFD {
 		peer.BFD = &bfd.Settings{
 			DesiredMinTx: p.BFDTransmitInterval, RequiredMinRx: p.BFDReceiveInterval, DetectMult: uint8(p.BFDDetectMultiplier),

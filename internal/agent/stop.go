@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
 
@@ -34,13 +35,19 @@ type stopPlan struct {
 	// keep are the addresses no other host would take: left in place, with
 	// the ruleset, for the next agent.
 	keep []netip.Addr
+	// keepRoutes are the BGP routes no other host advertises: left at the
+	// routers (graceful restart), with the ruleset, for the next agent.
+	keepRoutes []netip.Prefix
 }
 
 // planStop is pure: held are the addresses this host holds on its
-// interface, successor names the host that would take one over ("" none),
-// forGood asks whether this agent stops for good (called only when some
-// address would be kept; it may ask the apiserver).
-func planStop(held []netip.Addr, successor func(netip.Addr) string, forGood func() bool) stopPlan {
+// interface, routes those it advertises over BGP to routers that help
+// with graceful restart (none when they do not), successor names the
+// host that would take a held address over ("" none), advertiser one that
+// advertises a route too or would ("" none), forGood asks whether this
+// agent stops for good (called only when something would be kept; it may
+// ask the apiserver).
+func planStop(held, routes []netip.Addr, successor, advertiser func(netip.Addr) string, forGood func() bool) stopPlan {
 	var p stopPlan
 	for _, v := range held {
 		if successor(v) != "" {
@@ -49,10 +56,36 @@ func planStop(held []netip.Addr, successor func(netip.Addr) string, forGood func
 			p.keep = append(p.keep, v)
 		}
 	}
-	if len(p.keep) == 0 || forGood() {
+	for _, v := range routes {
+		if advertiser(v) == "" {
+			p.keepRoutes = append(p.keepRoutes, netip.PrefixFrom(v, v.BitLen()))
+		}
+	}
+	if len(p.keep)+len(p.keepRoutes) == 0 || forGood() {
 		return stopPlan{clean: true}
 	}
 	return p
+}
+
+// gracefulRestarter is an Announcer whose routers may keep its routes
+// while the agent restarts (*bgp.Speaker).
+type gracefulRestarter interface {
+	// GracefulRestart: some router negotiates graceful restart.
+	GracefulRestart() bool
+	// Keep leaves these routes at the routers when the announcer stops.
+	Keep(prefixes []netip.Prefix)
+	// Restarting starts the announcer as a restarting one, which
+	// connects once it advertises want.
+	Restarting(want []netip.Prefix)
+}
+
+// restarter returns the Announcer as a gracefulRestarter when some router
+// negotiates graceful restart with it.
+func (a *Agent) restarter() gracefulRestarter {
+	if gr, ok := a.cfg.Announcer.(gracefulRestarter); ok && gr.GracefulRestart() {
+		return gr
+	}
+	return nil
 }
 
 // successor is the host that would hold vip if this one stopped: another
@@ -68,11 +101,24 @@ func (a *Agent) successor(vip netip.Addr) string {
 // planStopNow decides, before the agent leaves the gossip, what it leaves
 // behind.
 func (a *Agent) planStopNow(logger klog.Logger) stopPlan {
-	var held []netip.Addr
+	var held, routes []netip.Addr
 	if p := a.owned.Load(); p != nil {
 		held = *p
 	}
-	return planStop(held, a.successor, func() bool {
+	elected := map[netip.Addr]bool{}
+	if p := a.advertised.Load(); p != nil && a.restarter() != nil {
+		routes = p.all
+		for _, v := range p.elected {
+			elected[v] = true
+		}
+	}
+	advertiser := func(v netip.Addr) string {
+		if elected[v] {
+			return a.successor(v) // another host is elected once this one leaves
+		}
+		return a.otherAnnouncer(v) // every selected host advertises it
+	}
+	return planStop(held, routes, a.successor, advertiser, func() bool {
 		if a.cfg.ForGood == nil {
 			return true
 		}
@@ -82,6 +128,81 @@ func (a *Agent) planStopNow(logger klog.Logger) stopPlan {
 		logger.Info("Stopping", "forGood", forGood, "reason", why)
 		return forGood
 	})
+}
+
+// advertisedRoutes are the addresses of the routes given the announcer
+// in the last sync: all, and those of which this host is the one elected
+// advertiser (proxy forwarding; the others every selected host
+// advertises).
+type advertisedRoutes struct {
+	all, elected []netip.Addr
+}
+
+// otherAnnouncer returns another host that the LoadBalancers' status says
+// advertises vip over BGP ("" none).
+func (a *Agent) otherAnnouncer(vip netip.Addr) string {
+	for _, obj := range a.informer.GetStore().List() {
+		lb, ok := obj.(*v1alpha1.LoadBalancer)
+		if !ok {
+			continue
+		}
+		for _, h := range lb.Status.Hosts {
+			if h.Name == a.cfg.Host {
+				continue
+			}
+			for _, s := range h.Announcing {
+				if v, err := netip.ParseAddr(s); err == nil && v.Unmap() == vip {
+					return h.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// keepRoutes tells the announcer which routes to leave at the routers
+// when it stops; before its context ends.
+func (a *Agent) keepRoutes(logger klog.Logger, plan stopPlan) {
+	gr := a.restarter()
+	if gr == nil || plan.clean || len(plan.keepRoutes) == 0 {
+		return
+	}
+	logger.Info("Leaving the routes no other host advertises at the routers, which keep them while the next agent starts (BGP graceful restart)",
+		"routes", plan.keepRoutes)
+	gr.Keep(plan.keepRoutes)
+}
+
+// restartRoutes makes the announcer start as a restarting one when the
+// LoadBalancers' status says this host advertised routes (its
+// predecessor's, which routers that help with graceful restart still
+// hold): it connects once it advertises them again.
+func (a *Agent) restartRoutes(logger klog.Logger) {
+	gr := a.restarter()
+	if gr == nil {
+		return
+	}
+	var want []netip.Prefix
+	for _, obj := range a.informer.GetStore().List() {
+		lb, ok := obj.(*v1alpha1.LoadBalancer)
+		if !ok {
+			continue
+		}
+		for _, h := range lb.Status.Hosts {
+			if h.Name != a.cfg.Host {
+				continue
+			}
+			for _, s := range h.Announcing {
+				if v, err := netip.ParseAddr(s); err == nil {
+					want = append(want, netip.PrefixFrom(v.Unmap(), v.Unmap().BitLen()))
+				}
+			}
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	logger.Info("This host advertised routes before this agent started: BGP restarts gracefully, connecting once they are advertised again", "routes", want)
+	gr.Restarting(want)
 }
 
 // finish carries plan out once the agent's loops have ended.

@@ -25,6 +25,7 @@ func TestPlanStop(t *testing.T) {
 	tests := []struct {
 		name       string
 		held       []netip.Addr
+		routes     []netip.Addr // advertised to routers that help with graceful restart
 		successors map[netip.Addr]string
 		forGood    bool
 		want       stopPlan
@@ -42,15 +43,25 @@ func TestPlanStop(t *testing.T) {
 			want: stopPlan{release: []netip.Addr{b}, keep: []netip.Addr{a}}},
 		{name: "some with a successor, for good: clean", held: []netip.Addr{a, b},
 			successors: map[netip.Addr]string{b: "lb-2"}, forGood: true, asked: true, want: stopPlan{clean: true}},
+		{name: "routes another host advertises too: withdraw", routes: []netip.Addr{a, b},
+			successors: map[netip.Addr]string{a: "lb-2", b: "lb-3"}, want: stopPlan{clean: true}},
+		{name: "routes only this host advertises, a restart: keep them at the routers", routes: []netip.Addr{a, b},
+			successors: map[netip.Addr]string{b: "lb-2"}, asked: true,
+			want: stopPlan{keepRoutes: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}}},
+		{name: "routes only this host advertises, for good: clean", routes: []netip.Addr{a}, forGood: true, asked: true,
+			want: stopPlan{clean: true}},
+		{name: "an address held, a route kept", held: []netip.Addr{a}, routes: []netip.Addr{b}, asked: true,
+			want: stopPlan{keep: []netip.Addr{a}, keepRoutes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/32")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			asked := false
-			got := planStop(tt.held, func(v netip.Addr) string { return tt.successors[v] }, func() bool {
+			succ := func(v netip.Addr) string { return tt.successors[v] }
+			got := planStop(tt.held, tt.routes, succ, succ, func() bool {
 				asked = true
 				return tt.forGood
 			})
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(stopPlan{}), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(stopPlan{}), cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
 				t.Errorf("planStop (-want +got):\n%s", diff)
 			}
 			if asked != tt.asked {
@@ -276,6 +287,98 @@ func TestRestartKeepsAndAdopts(t *testing.T) {
 			}
 			if present, _ := ifc.Present(t.Context()); len(present) > 0 {
 				t.Errorf("the next agent holds %v although another host would hold it, want it released", present)
+			}
+		})
+	}
+}
+
+// restartingSpeaker stands for a BGP speaker whose router helps with
+// graceful restart: it records what the agent asks of it.
+type restartingSpeaker struct {
+	recordingAnnouncer
+	log        *orderLog
+	mu         sync.Mutex
+	restarting []netip.Prefix
+	kept       []netip.Prefix
+}
+
+func (s *restartingSpeaker) GracefulRestart() bool { return true }
+
+func (s *restartingSpeaker) Restarting(want []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restarting = want
+	s.log.add("restarting")
+}
+
+func (s *restartingSpeaker) Keep(p []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kept = p
+	s.log.add("keep")
+}
+
+func (s *restartingSpeaker) Run(ctx context.Context) error {
+	s.log.add("speaker running")
+	<-ctx.Done()
+	s.log.add("speaker stopped")
+	return nil
+}
+
+// TestGracefulRestartOfRoutes: an agent whose LoadBalancer status says
+// this host advertised an address starts its speaker as a restarting one
+// for it; stopping for a restart, with no other host to advertise the
+// address, it leaves the route at the routers (Keep) and its data plane
+// in place; stopping for good, or while the status says another host
+// advertises the address, it keeps nothing and removes the data plane.
+func TestGracefulRestartOfRoutes(t *testing.T) {
+	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	announced := func(lb *v1alpha1.LoadBalancer) {
+		lb.Status.Hosts = append(lb.Status.Hosts, v1alpha1.HostStatus{Name: "lb-1", Announcing: []string{"192.0.2.2"}})
+	}
+	alsoLB2 := func(lb *v1alpha1.LoadBalancer) {
+		lb.Status.Hosts = append(lb.Status.Hosts, v1alpha1.HostStatus{Name: "lb-2", Announcing: []string{"192.0.2.2"}})
+	}
+	for _, tt := range []struct {
+		name     string
+		forGood  bool
+		other    bool // lb-2 advertises the address too
+		wantLog  []string
+		wantKept []netip.Prefix
+	}{
+		{name: "a restart", wantLog: []string{"restarting", "speaker running", "keep", "speaker stopped"},
+			wantKept: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/32")}},
+		{name: "for good", forGood: true, wantLog: []string{"restarting", "speaker running", "speaker stopped", "data plane removed"}},
+		{name: "a restart, another host advertises the address", other: true,
+			wantLog: []string{"restarting", "speaker running", "speaker stopped", "data plane removed"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &orderLog{}
+			sp := &restartingSpeaker{log: log}
+			forGood := func(context.Context) (bool, string) { return tt.forGood, "test" }
+			lb := newLB("ecmp", noCheck, announced, withAddresses("192.0.2.2"), withAnnounce(v1alpha1.AnnounceBGP, ""),
+				withForwarding(v1alpha1.ForwardingPassthrough))
+			if tt.other {
+				alsoLB2(lb)
+			}
+			a := testAgent(t, Config{DataPlane: &cleanupRecorder{log: log}, Announcer: sp, BGP: sp, ForGood: forGood}, lb)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			waitFor(t, "the route advertised", func() bool { return slices.Equal(sp.prefixes(), []string{"192.0.2.2/32"}) })
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantLog, log.events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			want := []netip.Prefix{netip.MustParsePrefix("192.0.2.2/32")}
+			if diff := cmp.Diff(want, sp.restarting, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+				t.Errorf("restarting with (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantKept, sp.kept, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ func TestLoggerRedactsPasswords(t *testing.T) {
 	var buf bytes.Buffer
 	cfg := textlogger.NewConfig(textlogger.Output(&buf), textlogger.Verbosity(4))
 	l := gobgpLogger{logger: textlogger.NewLogger(cfg), secrets: []string{"s3cret-md5"}}
-	conf := apiPeer(Peer{Name: "tor", Password: "s3cret-md5", Families: []string{"ipv4"}})
+	conf := apiPeer(Peer{Name: "tor", Password: "s3cret-md5", Families: []string{"ipv4"}}, false)
 	l.Info("Add a peer configuration", gobgplog.Fields{"Key": "10.0.0.1", "Config": conf})
 	l.Error("failed with s3cret-md5 in the message", gobgplog.Fields{"Topic": "Peer"})
 	out := buf.String()

@@ -36,6 +36,11 @@ type Peer struct {
 	// BFD, when set, runs a BFD session with the peer with these timers;
 	// it going down resets the BGP session.
 	BFD *bfd.Settings
+	// GracefulRestart, when not 0, negotiates graceful restart (RFC 4724)
+	// with the peer, with this Restart Time: the peer keeps this host's
+	// routes while its speaker restarts (see Speaker.Keep and
+	// Speaker.Restarting).
+	GracefulRestart time.Duration
 }
 
 // Config is what a Speaker needs.
@@ -62,7 +67,19 @@ type Config struct {
 	// BFDFailed is told when the BFD sessions cannot run (the BFD port is
 	// taken, say): the BGP sessions run without them. nil: nobody is.
 	BFDFailed func(peers []Peer, err error)
+	// RestartWait bounds how long a restarting speaker (Restarting) waits
+	// for the routes it advertised before it connects to its peers; 0:
+	// DefaultRestartWait.
+	RestartWait time.Duration
 }
+
+// DefaultRestartWait is RestartWait's default.
+const DefaultRestartWait = 15 * time.Second
+
+// deferralTime is the seconds a restarting speaker waits for its peers'
+// End-of-RIB markers before it sends its routes anyway (RFC 4724's
+// Selection_Deferral_Timer).
+const deferralTime = 10
 
 // bgpServer is what the speaker uses of GoBGP's *server.BgpServer.
 type bgpServer interface {
@@ -87,6 +104,18 @@ type Speaker struct {
 	// offered are the routes GoBGP holds to advertise; the peers whose
 	// session is up hear those of their families.
 	offered []Route
+	// restarting: the speaker starts as a restarting speaker (Restarting),
+	// and connects once Set has given every prefix of restartWant.
+	restarting  bool
+	restartWant []netip.Prefix
+	// keep are the routes the peers keep when Run ends (Keep); nil:
+	// every route is withdrawn first.
+	keep map[netip.Prefix]bool
+
+	// Run's own: why GoBGP does not listen (nil: it does, or need not),
+	// and whether the peers were added.
+	listenErr error
+	added     bool
 }
 
 // New returns a Speaker; it touches nothing until Run.
@@ -104,6 +133,47 @@ func (s *Speaker) Set(routes []Route) {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Restarting makes Run start as a restarting speaker (RFC 4724), as
+// after a predecessor that stopped with Keep (or crashed) while the
+// routers helped with graceful restart: the sessions of the peers with
+// GracefulRestart open with the Restart State and Forwarding State bits,
+// so that such a router keeps the routes it holds from this host until
+// the speaker's End-of-RIB replaces them. The speaker connects to its
+// peers only once Set has given it every prefix of want (what this host
+// advertised before, as far as the caller knows) or after RestartWait,
+// so that the End-of-RIB comes after the routes, not before them. Call
+// before Run.
+func (s *Speaker) Restarting(want []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restarting, s.restartWant = true, slices.Clone(want)
+}
+
+// Keep makes Run end without withdrawing the routes for prefixes and
+// without closing the sessions: the agent restarts while no other host
+// advertises them, and the routers that help with graceful restart keep
+// them, as stale, until the next speaker has advertised them again
+// (Restarting). The sessions close when the process ends, without a
+// NOTIFICATION, which is what starts the router's help. Routes not in
+// prefixes are withdrawn as always. Call before Run's context ends; an
+// empty prefixes is the ordinary stop.
+func (s *Speaker) Keep(prefixes []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep = nil
+	if len(prefixes) > 0 {
+		s.keep = map[netip.Prefix]bool{}
+		for _, p := range prefixes {
+			s.keep[p] = true
+		}
+	}
+}
+
+// GracefulRestart reports whether some peer negotiates graceful restart.
+func (s *Speaker) GracefulRestart() bool {
+	return slices.ContainsFunc(s.cfg.Peers, func(p Peer) bool { return p.GracefulRestart > 0 })
 }
 
 // Advertised returns those of routes that an established session
@@ -139,19 +209,53 @@ func (s *Speaker) Run(ctx context.Context) error {
 	}
 	srv := server.NewBgpServer(server.LoggerOption(gobgpLogger{logger: logger, secrets: secrets}))
 	go srv.Serve()
-	defer srv.Stop()
-	if err := s.start(klog.NewContext(ctx, logger), srv); err != nil {
+	kept := false
+	defer func() {
+		if !kept {
+			srv.Stop()
+		}
+	}()
+	lctx := klog.NewContext(ctx, logger)
+	if err := s.start(lctx, srv); err != nil {
 		return err
+	}
+	s.mu.Lock()
+	restarting, restartWant := s.restarting, s.restartWant
+	s.mu.Unlock()
+	var wait <-chan time.Time
+	if restarting {
+		d := s.cfg.RestartWait
+		if d == 0 {
+			d = DefaultRestartWait
+		}
+		logger.Info("BGP speaker restarting: connecting once the routes it advertised are back", "routes", len(restartWant), "wait", d)
+		wait = time.After(d)
+	} else {
+		s.addPeers(lctx, srv, false)
 	}
 	logger.Info("BGP speaker running", "routerID", s.cfg.RouterID, "peers", len(s.cfg.Peers))
 	// BFD stops after the BGP sessions (deferred calls run after
-	// shutdown): the routers hear AdminDown once the routes are gone.
-	defer s.runBFD(ctx, logger, srv)()
+	// shutdown): the routers hear AdminDown once the routes are gone. Not
+	// when routes are kept: BFD then goes on until the process ends, after
+	// its BGP sessions (the router would take AdminDown while the sessions
+	// are up for a reason to drop them).
+	stopBFD := s.runBFD(ctx, logger, srv)
+	defer func() {
+		if !kept {
+			stopBFD()
+		}
+	}()
 	have := map[netip.Prefix]Route{}
 	for {
 		select {
 		case <-ctx.Done():
-			return s.shutdown(logger, srv, have)
+			var err error
+			kept, err = s.shutdown(logger, srv, have)
+			return err
+		case <-wait:
+			logger.Info("BGP speaker restarting: connecting without every route it advertised before", "routes", len(have), "wanted", len(restartWant))
+			s.addPeers(lctx, srv, true)
+			restarting, wait = false, nil
 		case <-s.kick:
 			s.mu.Lock()
 			want := s.want
@@ -159,8 +263,22 @@ func (s *Speaker) Run(ctx context.Context) error {
 			if err := s.apply(ctx, srv, have, want); err != nil {
 				logger.Error(err, "Cannot update advertised routes")
 			}
+			if restarting && covers(have, restartWant) {
+				s.addPeers(lctx, srv, true)
+				restarting, wait = false, nil
+			}
 		}
 	}
+}
+
+// covers reports whether have holds a route for every prefix of want.
+func covers(have map[netip.Prefix]Route, want []netip.Prefix) bool {
+	for _, p := range want {
+		if _, ok := have[p]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // start starts GoBGP, listening for passive peers when there are any,
@@ -176,16 +294,27 @@ func (s *Speaker) start(ctx context.Context, srv bgpServer) error {
 	if err := srv.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) { s.peerEvent(logger, r) }); err != nil {
 		return fmt.Errorf("watch BGP peers: %w", err)
 	}
+	s.listenErr = listenErr
+	return nil
+}
+
+// addPeers adds the peers to GoBGP, those with graceful restart as a
+// restarting speaker's when restarting; once.
+func (s *Speaker) addPeers(ctx context.Context, srv bgpServer, restarting bool) {
+	if s.added {
+		return
+	}
+	s.added = true
+	logger := klog.FromContext(ctx)
 	for _, p := range s.cfg.Peers {
-		if p.Passive && listenErr != nil {
-			s.peerFailed(logger, p, listenErr)
+		if p.Passive && s.listenErr != nil {
+			s.peerFailed(logger, p, s.listenErr)
 			continue
 		}
-		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, restarting)}); err != nil {
 			s.peerFailed(logger, p, fmt.Errorf("GoBGP refused the peer: %w", err))
 		}
 	}
-	return nil
 }
 
 // startBGP starts GoBGP. When it cannot listen it starts it without
@@ -310,8 +439,9 @@ func Failed(c bfd.Change) bool {
 // connects again.
 const idleHoldAfterReset = 1
 
-// apiPeer is GoBGP's configuration of p.
-func apiPeer(p Peer) *api.Peer {
+// apiPeer is GoBGP's configuration of p; restarting: this speaker
+// restarts, and a peer with graceful restart hears so.
+func apiPeer(p Peer, restarting bool) *api.Peer {
 	ap := &api.Peer{
 		Conf: &api.PeerConf{
 			NeighborAddress: p.Address.String(), PeerAsn: p.ASN, LocalAsn: p.LocalASN,
@@ -334,14 +464,23 @@ func apiPeer(p Peer) *api.Peer {
 	if p.Multihop > 0 {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
 	}
+	if p.GracefulRestart > 0 {
+		// Restart Time is 12 bits of seconds (the config checks the range).
+		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(p.GracefulRestart / time.Second),
+			DeferralTime: deferralTime, LocalRestarting: restarting}
+	}
 	for _, f := range p.Families {
 		afi := api.Family_AFI_IP
 		if f == "ipv6" {
 			afi = api.Family_AFI_IP6
 		}
-		ap.AfiSafis = append(ap.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{
+		as := &api.AfiSafi{Config: &api.AfiSafiConfig{
 			Family: &api.Family{Afi: afi, Safi: api.Family_SAFI_UNICAST}, Enabled: true,
-		}})
+		}}
+		if p.GracefulRestart > 0 {
+			as.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		ap.AfiSafis = append(ap.AfiSafis, as)
 	}
 	return ap
 }
@@ -443,20 +582,37 @@ func (s *Speaker) countRoutes() {
 	announcedRoutes.WithLabelValues("ipv6").Set(float64(v6))
 }
 
-// shutdown withdraws every route, waits for the routers to move the
-// traffic, and stops the sessions.
-func (s *Speaker) shutdown(logger klog.Logger, srv bgpServer, have map[netip.Prefix]Route) error {
+// shutdown withdraws every route (but those Keep names), waits for the
+// routers to move the traffic, and stops the sessions — unless some route
+// is kept: then it leaves them to close with the process (kept).
+func (s *Speaker) shutdown(logger klog.Logger, srv bgpServer, have map[netip.Prefix]Route) (kept bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if len(have) > 0 {
-		if err := s.apply(ctx, srv, have, nil); err != nil {
+	s.mu.Lock()
+	keep := s.keep
+	s.mu.Unlock()
+	var stay []Route
+	for p, r := range have {
+		if keep[p] {
+			stay = append(stay, r)
+		}
+	}
+	if len(have) > len(stay) {
+		if err := s.apply(ctx, srv, have, stay); err != nil {
 			logger.Error(err, "Cannot withdraw every route before stopping")
 		}
-		logger.Info("Routes withdrawn; waiting for the routers before stopping", "wait", s.cfg.WithdrawWait)
+		logger.Info("Routes withdrawn; waiting for the routers before stopping", "wait", s.cfg.WithdrawWait, "kept", len(stay))
 		time.Sleep(s.cfg.WithdrawWait)
 	}
+	if len(stay) > 0 {
+		// No NOTIFICATION: the routers that help with graceful restart
+		// keep the routes when the sessions close with the process.
+		logger.Info("BGP speaker stopped; its sessions and routes stay until this process ends, for the routers to keep them while the next agent starts (graceful restart)",
+			"kept", len(stay))
+		return true, nil
+	}
 	if err := srv.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
-		return fmt.Errorf("stop BGP: %w", err)
+		return false, fmt.Errorf("stop BGP: %w", err)
 	}
 	s.mu.Lock()
 	s.up = map[string]bool{}
@@ -465,7 +621,7 @@ func (s *Speaker) shutdown(logger klog.Logger, srv bgpServer, have map[netip.Pre
 	for _, p := range s.cfg.Peers {
 		sessionUp.WithLabelValues(p.Name).Set(0)
 	}
-	return nil
+	return false, nil
 }
 
 // apiPath is r as a GoBGP path, its next hop this host's address in each

@@ -254,6 +254,9 @@ func TestStart(t *testing.T) {
 				failed = append(failed, p.Name+": "+err.Error())
 			}})
 			err := s.start(t.Context(), &tt.srv)
+			if err == nil {
+				s.addPeers(t.Context(), &tt.srv, false)
+			}
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)) {
 				t.Errorf("start: %v; want error %q", err, tt.wantErr)
 			}
@@ -292,7 +295,7 @@ func TestPeerTimers(t *testing.T) {
 			// A peer nobody answers for: GoBGP only tries to connect.
 			addr := fmt.Sprintf("192.0.2.%d", 100+i)
 			p := testPeer(tt.name, addr, func(p *Peer) { p.HoldTime, p.KeepaliveTime = tt.hold, tt.keepalive })
-			if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+			if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, false)}); err != nil {
 				t.Fatal(err)
 			}
 			var got *api.TimersConfig
