@@ -149,18 +149,18 @@ type Agent struct {
 	retryingStatus atomic.Bool // a sync to retry failed status writes is planned
 	reports        reportQueue
 	looseOnce      sync.Once
-	held           map[netip.Addr]bool          // owned after the last sync (at start, the adopted); used by sync only
-	adopted        map[netip.Addr]bool          // left by the predecessor, until membership decides (adopts); used by sync only
-	heldBefore     heldBefore                   // virtual IPs some host is known to have held; used by sync only
-	owned          atomic.Pointer[[]netip.Addr] // held on the interface after the last sync, for a stop
+	held           map[netip.Addr]bool              // owned after the last sync (at start, the adopted); used by sync only
+	adopted        map[netip.Addr]bool              // left by the predecessor, until membership decides (adopts); used by sync only
+	heldBefore     heldBefore                       // virtual IPs some host is known to have held; used by sync only
+	owned          atomic.Pointer[[]netip.Addr]     // held on the interface after the last sync, for a stop
 	advertised     atomic.Pointer[advertisedRoutes] // the routes given the announcer in the last sync, for a stop
-	ownOnly        map[string]bool              // LoadBalancers warned about as OwnNodeOnly; used by sync only
-	served         map[string]bool              // LoadBalancers that have had a healthy backend; used by sync only
-	neverWarned    map[string]bool              // LoadBalancers warned about as NoHealthyBackend; used by sync only
-	offLink        map[string]string            // off-link backends warned about, by LoadBalancer; used by sync only
-	bgpOnLink      map[string]string            // BGP proxy addresses on the link warned about, by LoadBalancer; used by sync only
-	groupsLeftOut  int                          // host groups beyond membership.MaxGroups warned about; used by sync only
-	metrics        syncMetrics                  // used by sync only
+	ownOnly        map[string]bool                  // LoadBalancers warned about as OwnNodeOnly; used by sync only
+	served         map[string]bool                  // LoadBalancers that have had a healthy backend; used by sync only
+	neverWarned    map[string]bool                  // LoadBalancers warned about as NoHealthyBackend; used by sync only
+	offLink        map[string]string                // off-link backends warned about, by LoadBalancer; used by sync only
+	bgpOnLink      map[string]string                // BGP proxy addresses on the link warned about, by LoadBalancer; used by sync only
+	groupsLeftOut  int                              // host groups beyond membership.MaxGroups warned about; used by sync only
+	metrics        syncMetrics                      // used by sync only
 	// translations keeps what each LoadBalancer object translates to;
 	// used by sync only.
 	translations *translateMemo
