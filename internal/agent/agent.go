@@ -208,7 +208,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.adoptPresent(ctx)
-	runCtx, stop := context.WithCancel(ctx)
+	// The loops end when the deferred stop says so, not with ctx: what
+	// the agent leaves behind is decided first (planStopNow), while it is
+	// still in the gossip and its speaker still has its sessions.
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() {
 		plan := a.planStopNow(logger) // before this host leaves the gossip
@@ -220,7 +223,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.informer.RunWithContext(runCtx) })
 	wg.Go(func() { a.nodes.RunWithContext(runCtx) })
 	logger.Info("Waiting for LoadBalancers and Nodes")
-	if !cache.WaitForCacheSync(runCtx.Done(), a.informer.HasSynced, a.nodes.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced, a.nodes.HasSynced) {
 		return ctx.Err()
 	}
 	if a.cfg.BGP != nil {

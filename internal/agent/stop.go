@@ -173,9 +173,10 @@ func (a *Agent) keepRoutes(logger klog.Logger, plan stopPlan) {
 }
 
 // restartRoutes makes the announcer start as a restarting one when the
-// LoadBalancers' status says this host advertised routes (its
-// predecessor's, which routers that help with graceful restart still
-// hold): it connects once it advertises them again.
+// LoadBalancers' status says this host advertised routes that no other
+// host advertises (its predecessor's, which routers that help with
+// graceful restart still hold): it connects once it advertises them
+// again.
 func (a *Agent) restartRoutes(logger klog.Logger) {
 	gr := a.restarter()
 	if gr == nil {
@@ -192,7 +193,9 @@ func (a *Agent) restartRoutes(logger klog.Logger) {
 				continue
 			}
 			for _, s := range h.Announcing {
-				if v, err := netip.ParseAddr(s); err == nil {
+				// Only the routers' stale routes matter: those of
+				// addresses no other host advertises.
+				if v, err := netip.ParseAddr(s); err == nil && a.otherAnnouncer(v.Unmap()) == "" {
 					want = append(want, netip.PrefixFrom(v.Unmap(), v.Unmap().BitLen()))
 				}
 			}

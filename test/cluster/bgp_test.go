@@ -125,6 +125,7 @@ func TestBGP(t *testing.T) {
 	t.Run("host's link down", s.checkLinkDown)
 	t.Run("agent crashed", s.checkCrash)
 	t.Run("agent stopped withdraws first", s.checkGracefulStop)
+	t.Run("agent restarted where it alone advertises: graceful restart keeps the route", s.checkRestartAlone)
 	t.Run("proxy forwarding: after a takeover the Pods speak first on held flows", s.checkProxyTakeover)
 	// The L2 pool's addresses shared by the three hosts over memberlist
 	// (failover_test.go); later checks need the first's addresses.
@@ -169,7 +170,7 @@ type bgpScenario struct {
 func bgpCloudConfig(router *netlab.Host) string {
 	return fmt.Sprintf("[Pool \"bgp\"]\naddresses = %s\naddresses = %s\nannounce = bgp\nauto-assign = false\nbgp-community = 64513:100\n\n", bgpRange4, bgpRange6) +
 		fmt.Sprintf("[Pool \"edge\"]\naddresses = %s\nannounce = bgp\nauto-assign = false\nhosts = %s=true\n\n", edgeRange4, edgeLabel) +
-		realcluster.BGPPeersBFD(router)
+		realcluster.BGPPeersBFDGracefulRestart(router)
 }
 
 func lbHosts(c *realcluster.Cluster) []*netlab.Host {

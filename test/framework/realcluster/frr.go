@@ -37,7 +37,17 @@ const (
 // BFDMultiplier); the IPv6 session runs without, on its hold time. The
 // router's side is EnableBFD.
 func BGPPeersBFD(h *netlab.Host) string {
-	return bgpPeers(h, fmt.Sprintf("bfd = true\nbfd-transmit-interval = %s\nbfd-receive-interval = %[1]s\nbfd-detect-multiplier = %d\n", BFDInterval, BFDMultiplier))
+	return bgpPeers(h, bfdKeys())
+}
+
+func bfdKeys() string {
+	return fmt.Sprintf("bfd = true\nbfd-transmit-interval = %s\nbfd-receive-interval = %[1]s\nbfd-detect-multiplier = %d\n", BFDInterval, BFDMultiplier)
+}
+
+// BGPPeersBFDGracefulRestart is BGPPeersBFD with graceful restart on the
+// IPv4 session too (graceful-restart = true; FRR helps by default).
+func BGPPeersBFDGracefulRestart(h *netlab.Host) string {
+	return bgpPeers(h, bfdKeys()+"graceful-restart = true\n")
 }
 
 func bgpPeers(h *netlab.Host, bfd4 string) string {
