@@ -123,10 +123,16 @@ func TestBGPBenchmark(t *testing.T) {
 // and a client that reaches the pool through it.
 func startBGPBench(t *testing.T) (*bench, *nexthops, *frr.Instance) {
 	t.Helper()
+	return startBGPBenchWith(t, func(c *realcluster.Cluster) string { return bgpBenchConfig(c, false) })
+}
+
+// startBGPBenchWith is startBGPBench with the cloud-config config says.
+func startBGPBenchWith(t *testing.T, config func(*realcluster.Cluster) string) (*bench, *nexthops, *frr.Instance) {
+	t.Helper()
 	b := startClusterBench(t, realcluster.Options{
 		Topology:       netlab.Topology{LBHosts: lbHosts, Clients: []string{"client", "frr"}},
 		Workers:        2,
-		CloudConfigFor: func(c *realcluster.Cluster) string { return bgpBenchConfig(c, false) },
+		CloudConfigFor: config,
 	})
 	r, err := b.c.StartFRR(t.Context(), b.c.Clients["frr"])
 	must(t, err)
