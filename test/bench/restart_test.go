@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -26,20 +28,24 @@ const restartTrials = 3
 
 // Rows of the restart benchmark.
 const (
-	restartL2Two   = "L2, 2 hosts (handover)"
-	restartL2One   = "L2, 1 host"
-	restartBGPOne  = "BGP, 1 host, graceful-restart = false"
-	restartBGPOneG = "BGP, 1 host, graceful-restart = true (with BFD)"
+	restartL2Two      = "L2 passthrough, 2 hosts (handover)"
+	restartL2TwoProxy = "L2 proxy, 2 hosts (handover)"
+	restartL2One      = "L2 passthrough, 1 host"
+	restartBGPOne     = "BGP, 1 host, graceful-restart = false"
+	restartBGPOneG    = "BGP, 1 host, graceful-restart = true (with BFD)"
+	restartRouter     = "groundcloud-router rolling update (L2 passthrough address)"
 )
 
-// TestRestartBenchmark measures what an agent's rolling update costs
-// traffic: on the real cluster with 2 dedicated load-balancer hosts, FRR
+// TestRestartBenchmark measures what a rolling update of groundcloud's
+// components costs: for the agent, on the real cluster with 2 dedicated load-balancer hosts, FRR
 // as the router and a client behind it, lb-1's agent Pod is deleted
 // (SIGTERM, as a rolling update or `helm upgrade` does) while the client
 // opens a new connection every 20 ms and holds four, for an address held
 // on the link by either host (the other takes it over), one held on the
 // link by lb-1 alone (pool "solo"), and one only lb-1 advertises over BGP,
-// without and then with graceful restart. See docs/benchmarks.md, section
+// without and then with graceful restart; the router's rolling update
+// with the same client; and the controller manager's, as the time to an
+// address of Services created meanwhile. See docs/benchmarks.md, section
 // "Upgrades and restarts".
 func TestRestartBenchmark(t *testing.T) {
 	skipUnlessBench(t)
@@ -56,12 +62,15 @@ func TestRestartBenchmark(t *testing.T) {
 	solo := echoService("solo", "bgpbench", v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)})
 	solo.Annotations[annotation.Pool] = "solo"
 	vips["solo"] = b.loadBalancer(t, solo)
+	proxy := echoService("l2proxy", "bgpbench", v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)})
+	proxy.Annotations[annotation.Forwarding] = "proxy"
+	vips["l2proxy"] = b.loadBalancer(t, proxy)
 	b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String())
 	// lb-2 no longer selected by pools "bgp" and "solo": lb-1 alone
 	// advertises the one and holds the other.
 	b.setHostLabel(t, b.lbs[1].Name, false)
 	nh.waitOnly(t, vips[announceBGP], 0, b.lbs[0])
-	for _, v := range []netip.Addr{vips[announceBGP], vips[announceL2], vips["solo"]} {
+	for _, v := range []netip.Addr{vips[announceBGP], vips[announceL2], vips["solo"], vips["l2proxy"]} {
 		waitAnswers(t, b.client, v)
 	}
 
@@ -73,6 +82,7 @@ func TestRestartBenchmark(t *testing.T) {
 	t.Run("restarts", func(t *testing.T) {
 		rows = append(rows,
 			b.run(t, restartL2Two, b.sigterm(), vips[announceL2], b.l2Watch(vips[announceL2]), trials),
+			b.run(t, restartL2TwoProxy, b.sigterm(), vips["l2proxy"], b.l2Watch(vips["l2proxy"]), trials),
 			b.run(t, restartL2One, b.sigterm(), vips["solo"], watch(restartL2One, nil, vips["solo"]), trials),
 			b.run(t, restartBGPOne, b.sigterm(), vips[announceBGP], watch(restartBGPOne, nh, vips[announceBGP]), trials),
 		)
@@ -87,12 +97,22 @@ func TestRestartBenchmark(t *testing.T) {
 		nh.waitOnly(t, vips[announceBGP], 2*time.Second, b.lbs[0])
 		waitAnswers(t, b.client, vips[announceBGP])
 		rows = append(rows, b.run(t, restartBGPOneG, b.sigterm(), vips[announceBGP], watch(restartBGPOneG, nh, vips[announceBGP]), trials))
+		// The router's rolling update: pod routes stay in the kernel.
+		router := fault{
+			name:    "rollout",
+			inject:  func(t *testing.T, _ int) { restartWorkload(t, b.c, "DaemonSet", "groundcloud-router") },
+			restore: func(*testing.T, int) {},
+		}
+		rows = append(rows, b.run(t, restartRouter, router, vips[announceL2], &holderWatch{b: b, vip: vips[announceL2]}, 1))
 	})
+	var leader ccmRollout
+	t.Run("controller manager", func(t *testing.T) { leader = b.ccmRollout(t) })
 	for _, s := range rows {
 		fmt.Println(restartLine(s, left))
 	}
+	fmt.Println(leader.line())
 	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
-		must(t, writeSection(path, "## Upgrades and restarts", restartSection(rows, left, time.Since(start))))
+		must(t, writeSection(path, "## Upgrades and restarts", restartSection(rows, left, leader, time.Since(start))))
 	}
 }
 
@@ -179,13 +199,14 @@ func restartLine(s scenario, left map[string]int) string {
 		s.impl, len(s.trials), r.failed, r.attempts, r.p50.Seconds(), r.max.Seconds(), r.broken, r.held, left[s.impl])
 }
 
-func restartSection(rows []scenario, left map[string]int, took time.Duration) string {
+func restartSection(rows []scenario, left map[string]int, leader ccmRollout, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `## Upgrades and restarts
 
-What a rolling update of the agent (its Pod deleted: SIGTERM, as `+"`kubectl rollout restart`"+`,
-`+"`helm upgrade`"+` and a drain do) costs the traffic of lb-1's addresses, for each way an address
-can be served. Written by `+"`make bench`"+` (`+"`TestRestartBenchmark`"+`) on %s (%s for the whole
+What a rolling update of groundcloud's components costs: the agent's (its Pod deleted: SIGTERM, as
+`+"`kubectl rollout restart`"+`, `+"`helm upgrade`"+` and a drain do) for the traffic of lb-1's addresses, for each
+way an address can be served; the router's, for the traffic of an address; the controller manager's,
+for Services created meanwhile. Written by `+"`make bench`"+` (`+"`TestRestartBenchmark`"+`) on %s (%s for the whole
 benchmark, cluster start included); not a pass/fail test. Goal (issue 33): 0 failed new
 connections and 0 broken long-lived ones in every row.
 
@@ -195,12 +216,21 @@ connections and 0 broken long-lived ones in every row.
 	for _, s := range rows {
 		r := totalsOf(s)
 		moved := fmt.Sprintf("in %d of %d restarts", left[s.impl], len(s.trials))
-		if s.impl == restartL2Two {
+		switch s.impl {
+		case restartL2Two, restartL2TwoProxy:
 			moved = "every time (handed over)"
+		case restartRouter:
+			moved = "no (its agent is not restarted)"
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d of %d | %.2f s / %.2f s | %d of %d | %s |\n", s.impl, len(s.trials), r.failed, r.attempts,
 			r.p50.Seconds(), r.max.Seconds(), r.broken, r.held, moved)
 	}
+	fmt.Fprintf(&b, `
+The controller manager's rolling update (`+"`kubectl rollout restart`"+` of its Deployment, two replicas;
+its leader hands the Lease over): %d Services created one after the other while it rolled out
+(%s), each got its address %s after its creation (p50; at most %s). No data-plane traffic goes
+through the controller manager.
+`, len(leader.toAddress), leader.took.Round(time.Second), ms(leader.p50()), ms(leader.max()))
 	b.WriteString(`
 ### Method
 
@@ -220,6 +250,12 @@ connections and 0 broken long-lived ones in every row.
   connection every 20 ms and holds four (test/framework/availability);
   measured from 0.5 s before the deletion until the next agent has run for
   2 s; "gap" is the longest run of failed new connections.
+- The router's rolling update: ` + "`kubectl rollout restart`" + ` of DaemonSet
+  groundcloud-router (every node's in turn) while the same client runs
+  against the address of pool "default", measured until it has rolled out.
+- The controller manager's: Services of pool "default" created one after
+  another (each once the one before had its address, then 1 s) from the
+  restart until the Deployment has rolled out.
 - Reproduce: ` + "`hack/bench.sh TestRestartBenchmark`" + ` (as root).
 
 Before this benchmark, the scale benchmark measured the same deletion
@@ -234,4 +270,93 @@ connections failed (a gap of 2.2 to 2.9 s).
 	}
 	b.WriteString("```\n")
 	return b.String()
+}
+
+// holderWatch follows an address held on the link, whoever holds it: a
+// fault that restarts no agent (a rollout of another workload) is measured
+// on it; "moved" is not used.
+type holderWatch struct {
+	b   *bench
+	vip netip.Addr
+}
+
+func (w *holderWatch) settled(t *testing.T, _ int) int {
+	t.Helper()
+	home := w.b.settled(t, w.vip, "")
+	return slices.IndexFunc(w.b.lbs, func(h *netlab.Host) bool { return h.Name == home })
+}
+
+func (w *holderWatch) moved(*testing.T, int, time.Time) time.Duration { return 0 }
+
+// ccmRollout is the controller manager's rolling update: how long after
+// its creation each Service created meanwhile had its address.
+type ccmRollout struct {
+	toAddress []time.Duration
+	took      time.Duration
+}
+
+func (r ccmRollout) p50() time.Duration {
+	if len(r.toAddress) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(r.toAddress))
+	return s[len(s)/2]
+}
+
+func (r ccmRollout) max() time.Duration {
+	if len(r.toAddress) == 0 {
+		return 0
+	}
+	return slices.Max(r.toAddress)
+}
+
+func (r ccmRollout) line() string {
+	return fmt.Sprintf("BENCH restart scenario=\"controller manager rolling update\" services=%d to_address_p50_s=%.2f to_address_max_s=%.2f rollout_s=%.1f",
+		len(r.toAddress), r.p50().Seconds(), r.max().Seconds(), r.took.Seconds())
+}
+
+// ccmRollout restarts the controller manager's Deployment and creates
+// Services of pool "default" one after another until it has rolled out
+// (at most 8), then deletes them.
+func (b *bench) ccmRollout(t *testing.T) ccmRollout {
+	t.Helper()
+	var r ccmRollout
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	svcs := b.c.Client.CoreV1().Services("default")
+	go func() { // not the test's goroutine: errors, no Fatal
+		for i := 0; i < 8; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			name := fmt.Sprintf("during-%d", i)
+			created := time.Now()
+			_, err := svcs.Create(t.Context(), echoService(name, "bgpbench", v1.ServicePort{Name: "lines", Protocol: v1.ProtocolTCP, Port: 80,
+				TargetPort: intstr.FromInt32(realcluster.EchoLinesPort)}), metav1.CreateOptions{})
+			if err == nil {
+				_, err = b.c.WaitLoadBalancerIP(t.Context(), "default", name)
+			}
+			if err != nil {
+				done <- fmt.Errorf("Service %s: %w", name, err)
+				return
+			}
+			r.toAddress = append(r.toAddress, time.Since(created))
+			time.Sleep(time.Second)
+		}
+		<-stop
+		done <- nil
+	}()
+	start := time.Now()
+	restartWorkload(t, b.c, "Deployment", ccmName)
+	r.took = time.Since(start)
+	close(stop)
+	must(t, <-done)
+	for i := range len(r.toAddress) + 1 {
+		_ = svcs.Delete(context.Background(), fmt.Sprintf("during-%d", i), metav1.DeleteOptions{})
+	}
+	t.Logf("controller manager rolled out in %s; %d Services created meanwhile got their addresses in %v", r.took.Round(time.Second), len(r.toAddress), r.toAddress)
+	return r
 }

@@ -38,8 +38,7 @@ const (
 // runs them and no other is left.
 func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...string) {
 	t.Helper()
-	ctx := t.Context()
-	withArgs := func(meta *metav1.ObjectMeta, tpl *v1.PodTemplateSpec) {
+	rollOut(t, c, kind, name, "with "+strings.Join(extra, " "), func(meta *metav1.ObjectMeta, tpl *v1.PodTemplateSpec) {
 		ctr := &tpl.Spec.Containers[0]
 		if meta.Annotations["groundcloud.io/bench-base-args"] == "" {
 			if meta.Annotations == nil {
@@ -53,7 +52,27 @@ func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...s
 			args = slices.DeleteFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
 		}
 		ctr.Args = append(args, extra...)
-	}
+	})
+}
+
+// restartWorkload rolls the kube-system workload out again unchanged, as
+// `kubectl rollout restart` does, and waits until it has.
+func restartWorkload(t *testing.T, c *realcluster.Cluster, kind, name string) {
+	t.Helper()
+	rollOut(t, c, kind, name, "restarted", func(_ *metav1.ObjectMeta, tpl *v1.PodTemplateSpec) {
+		if tpl.Annotations == nil {
+			tpl.Annotations = map[string]string{}
+		}
+		tpl.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339Nano)
+	})
+}
+
+// rollOut changes the Pod template of the kube-system workload (kind
+// "DaemonSet" or "Deployment") with mutate and waits until every Pod runs
+// the new one and no other is left.
+func rollOut(t *testing.T, c *realcluster.Cluster, kind, name, what string, mutate func(*metav1.ObjectMeta, *v1.PodTemplateSpec)) {
+	t.Helper()
+	ctx := t.Context()
 	// The controllers write the objects too: read again on a conflict.
 	var generation int64
 	var rolledOut func() (bool, string, error)
@@ -66,7 +85,7 @@ func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...s
 			if err != nil {
 				return err
 			}
-			withArgs(&ds.ObjectMeta, &ds.Spec.Template)
+			mutate(&ds.ObjectMeta, &ds.Spec.Template)
 			ds, err = dsets.Update(ctx, ds, metav1.UpdateOptions{})
 			if err == nil {
 				generation = ds.Generation
@@ -89,7 +108,7 @@ func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...s
 			if err != nil {
 				return err
 			}
-			withArgs(&d.ObjectMeta, &d.Spec.Template)
+			mutate(&d.ObjectMeta, &d.Spec.Template)
 			d, err = deps.Update(ctx, d, metav1.UpdateOptions{})
 			if err == nil {
 				generation = d.Generation
@@ -104,7 +123,7 @@ func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...s
 			return deploymentRolledOut(d, generation), fmt.Sprintf("%+v", d.Status), nil
 		}
 	default:
-		t.Fatalf("setArgs: kind %q", kind)
+		t.Fatalf("rollOut: kind %q", kind)
 	}
 	must(t, err)
 	deadline := time.Now().Add(5 * time.Minute)
@@ -112,11 +131,11 @@ func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...s
 		ok, status, err := rolledOut()
 		must(t, err)
 		if ok {
-			t.Logf("%s %s runs with %s", kind, name, strings.Join(extra, " "))
+			t.Logf("%s %s rolled out %s", kind, name, what)
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s %s not rolled out with %v within 5 minutes: %s", kind, name, extra, status)
+			t.Fatalf("%s %s not rolled out %s within 5 minutes: %s", kind, name, what, status)
 		}
 		time.Sleep(time.Second)
 	}
