@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +61,7 @@ func TestBGPBenchmark(t *testing.T) {
 	start := time.Now()
 	requireDataPlaneTools(t)
 	must(t, frr.Available())
-	trials := bgpTrials
-	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
-		trials = n
-	}
+	trials := benchTrials(bgpTrials)
 	b, nh, r := startBGPBench(t)
 	vips := b.deployBGP(t)
 	b.setAgentArgs(t, "--ownership-hold-down="+benchHoldDown.String())

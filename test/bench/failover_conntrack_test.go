@@ -42,10 +42,7 @@ const conntrackQuarters = 4
 // (raiseConntrackMax). See docs/benchmarks.md.
 func TestFailoverConntrackBenchmark(t *testing.T) {
 	skipUnlessBench(t)
-	trials := 10
-	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
-		trials = n
-	}
+	trials := benchTrials(10)
 	loads := []string{loadAverage()}
 	restoreConntrackMax(t)
 	b := startClusterBench(t, realcluster.Options{

@@ -66,10 +66,7 @@ type scenario struct {
 // docs/benchmarks.md.
 func TestFailoverBenchmark(t *testing.T) {
 	skipUnlessBench(t)
-	trials := 10
-	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
-		trials = n
-	}
+	trials := benchTrials(10)
 	b := startClusterBench(t, realcluster.Options{
 		Topology: netlab.Topology{LBHosts: lbHosts, Clients: []string{"client"}},
 		Workers:  2,
@@ -484,3 +481,12 @@ func must(t *testing.T, err error) {
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
+
+// benchTrials is GROUNDCLOUD_BENCH_TRIALS, or def when it is not set to a
+// positive number.
+func benchTrials(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,10 +50,7 @@ func TestRestartBenchmark(t *testing.T) {
 	skipUnlessBench(t)
 	start := time.Now()
 	must(t, frr.Available())
-	trials := restartTrials
-	if n, err := strconv.Atoi(os.Getenv("GROUNDCLOUD_BENCH_TRIALS")); err == nil && n > 0 {
-		trials = min(n, restartTrials)
-	}
+	trials := min(benchTrials(restartTrials), restartTrials)
 	b, nh, r := startBGPBenchWith(t, func(c *realcluster.Cluster) string {
 		return bgpBenchConfig(c, false) + soloPool(c)
 	})

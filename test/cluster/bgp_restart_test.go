@@ -50,26 +50,10 @@ func (s *bgpScenario) checkRestartAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var ok, failed, routeMissing atomic.Int64
-	var firstErr atomic.Value
+	var routeMissing atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		client := lbClient(s.client)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := get(ctx, client, url(vip)); err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-				continue
-			}
-			ok.Add(1)
-		}
-	})
+	stream := startConnStream(ctx, s.client, vip)
 	wg.Go(func() { // the router's kernel route, every 50 ms
 		for {
 			select {
@@ -137,12 +121,13 @@ func (s *bgpScenario) checkRestartAlone(t *testing.T) {
 		t.Logf("agent Pod %s deleted; %s runs now", old.Name, pod.Name)
 	}
 	time.Sleep(2 * time.Second)
+	ok, failed, first := stream.end()
 	close(stop)
 	wg.Wait()
 	t.Logf("lb-1's agent restarted alone in %s (route seen stale: %v): %d new connections answered, %d failed; route not via lb-1 alone in %d samples",
-		took.Round(time.Millisecond), wasStale, ok.Load(), failed.Load(), routeMissing.Load())
-	if failed.Load() > 0 || ok.Load() == 0 {
-		t.Errorf("%d of %d new connections failed while lb-1's agent restarted; first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
+		took.Round(time.Millisecond), wasStale, ok, failed, routeMissing.Load())
+	if failed > 0 || ok == 0 {
+		t.Errorf("%d of %d new connections failed while lb-1's agent restarted; first: %v", failed, failed+ok, first)
 	}
 	if routeMissing.Load() > 0 {
 		t.Errorf("the router's route to %s left lb-1 in %d samples", prefix, routeMissing.Load())

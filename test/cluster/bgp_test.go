@@ -531,37 +531,17 @@ func (s *bgpScenario) checkGracefulStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ok, failed atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		client := lbClient(s.client)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := get(t.Context(), client, url(vip)); err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-				continue
-			}
-			ok.Add(1)
-		}
-	})
+	stream := startConnStream(t.Context(), s.client, vip)
 	if err := s.c.Client.CoreV1().Pods(pod.Namespace).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitNexthops(t, vip, s.lbs[1], s.lbs[2])
 	// The Pod is gone (its agent cleaned up) and a new one announces.
 	s.waitNexthops(t, vip, s.lbs...)
-	close(stop)
-	wg.Wait()
-	t.Logf("new connections while lb-1's agent stopped and came back: %d answered, %d failed", ok.Load(), failed.Load())
-	if failed.Load() > 0 || ok.Load() == 0 {
-		t.Errorf("%d of %d new connections failed while an agent stopped; first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
+	ok, failed, first := stream.end()
+	t.Logf("new connections while lb-1's agent stopped and came back: %d answered, %d failed", ok, failed)
+	if failed > 0 || ok == 0 {
+		t.Errorf("%d of %d new connections failed while an agent stopped; first: %v", failed, failed+ok, first)
 	}
 	expectAnswered(t, conns, "agent stopped")
 }
@@ -579,4 +559,42 @@ func agentMetrics(t *testing.T, h *netlab.Host) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// connStream opens new connections (HTTP GETs) to a virtual IP from a
+// client host one after another, counting answers and failures, until end.
+type connStream struct {
+	ok, failed atomic.Int64
+	first      atomic.Value // the first failure's error
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startConnStream(ctx context.Context, from *netlab.Host, vip netip.Addr) *connStream {
+	s := &connStream{stop: make(chan struct{})}
+	s.wg.Go(func() {
+		client := lbClient(from)
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			if _, err := get(ctx, client, url(vip)); err != nil {
+				s.failed.Add(1)
+				s.first.CompareAndSwap(nil, err.Error())
+				continue
+			}
+			s.ok.Add(1)
+		}
+	})
+	return s
+}
+
+// end stops the stream and returns its answers, failures and first
+// failure.
+func (s *connStream) end() (ok, failed int64, first any) {
+	close(s.stop)
+	s.wg.Wait()
+	return s.ok.Load(), s.failed.Load(), s.first.Load()
 }
