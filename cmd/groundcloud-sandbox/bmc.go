@@ -47,6 +47,12 @@ func startBMC(ctx context.Context, c *realcluster.Cluster, dir string, workers i
 	if err := c.SetCloudConfig(ctx, b.CloudConfig(c.CloudConfig, "", "bmc-out-of-service = taint")); err != nil {
 		return b, bmcResult{}, err
 	}
+	// A worker powered off must not take both controller-manager
+	// replicas with it: one must be left to taint it.
+	progress("making sure the controller manager's replicas run on different nodes")
+	if err := c.SpreadControllerManager(ctx); err != nil {
+		return b, bmcResult{}, err
+	}
 	res := bmcResult{url: b.Emulator.URL, systems: map[string]string{}, nodes: nodes}
 	for _, n := range nodes {
 		res.systems[n] = b.System(n)
