@@ -1135,7 +1135,8 @@ func checkSharedAddress(t *testing.T, c *realcluster.Cluster) {
 
 // checkHostRetired: a load-balancer host whose label is removed loses its
 // agent Pod, which shuts down cleanly: its table and addresses are gone,
-// the other host serves every address. Labelled again, it serves again.
+// the other host serves every address. Labelled again, it serves again
+// once it is a Ready member and the address has settled.
 func checkHostRetired(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	ctx := t.Context()
 	vip := s.vip(t, false)
@@ -1173,6 +1174,9 @@ func checkHostRetired(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interfac
 	if err != nil {
 		t.Fatalf("no agent on %s after it was labelled again: %v", own, err)
 	}
+	// Back in the gossip, past its hold-down, and the address settled on
+	// one host (its share may move back to it meanwhile).
+	settledHolder(t, c, dyn, s.name, vip)
 	survey(t, client, r, url(vip), 32)
 }
 
