@@ -106,17 +106,25 @@ func (a *Agent) planStopNow(logger klog.Logger) stopPlan {
 		held = *p
 	}
 	elected := map[netip.Addr]bool{}
+	var announcers map[netip.Addr][]string
 	if p := a.advertised.Load(); p != nil && a.restarter() != nil {
 		routes = p.all
 		for _, v := range p.elected {
 			elected[v] = true
 		}
+		announcers = a.announcers()
 	}
 	advertiser := func(v netip.Addr) string {
 		if elected[v] {
 			return a.successor(v) // another host is elected once this one leaves
 		}
-		return a.otherAnnouncer(v) // every selected host advertises it
+		// Every selected host advertises it: another that does.
+		for _, h := range announcers[v] {
+			if h != a.cfg.Host {
+				return h
+			}
+		}
+		return ""
 	}
 	return planStop(held, routes, a.successor, advertiser, func() bool {
 		if a.cfg.ForGood == nil {
@@ -138,26 +146,30 @@ type advertisedRoutes struct {
 	all, elected []netip.Addr
 }
 
-// otherAnnouncer returns another host that the LoadBalancers' status says
-// advertises vip over BGP ("" none).
-func (a *Agent) otherAnnouncer(vip netip.Addr) string {
+// announcers reads from the LoadBalancers' status which hosts advertise
+// each address over BGP, in one pass over the cache.
+func (a *Agent) announcers() map[netip.Addr][]string {
+	out := map[netip.Addr][]string{}
 	for _, obj := range a.informer.GetStore().List() {
 		lb, ok := obj.(*v1alpha1.LoadBalancer)
 		if !ok {
 			continue
 		}
 		for _, h := range lb.Status.Hosts {
-			if h.Name == a.cfg.Host {
-				continue
-			}
 			for _, s := range h.Announcing {
-				if v, err := netip.ParseAddr(s); err == nil && v.Unmap() == vip {
-					return h.Name
+				if v, err := netip.ParseAddr(s); err == nil {
+					out[v.Unmap()] = append(out[v.Unmap()], h.Name)
 				}
 			}
 		}
 	}
-	return ""
+	return out
+}
+
+// alone reports whether host is the only one of hosts (an address's
+// announcers).
+func alone(hosts []string, host string) bool {
+	return !slices.ContainsFunc(hosts, func(h string) bool { return h != host })
 }
 
 // keepRoutes tells the announcer which routes to leave at the routers
@@ -183,24 +195,14 @@ func (a *Agent) restartRoutes(logger klog.Logger) {
 		return
 	}
 	var want []netip.Prefix
-	for _, obj := range a.informer.GetStore().List() {
-		lb, ok := obj.(*v1alpha1.LoadBalancer)
-		if !ok {
-			continue
-		}
-		for _, h := range lb.Status.Hosts {
-			if h.Name != a.cfg.Host {
-				continue
-			}
-			for _, s := range h.Announcing {
-				// Only the routers' stale routes matter: those of
-				// addresses no other host advertises.
-				if v, err := netip.ParseAddr(s); err == nil && a.otherAnnouncer(v.Unmap()) == "" {
-					want = append(want, netip.PrefixFrom(v.Unmap(), v.Unmap().BitLen()))
-				}
-			}
+	for v, hosts := range a.announcers() {
+		// Only the routers' stale routes matter: those of addresses
+		// this host alone advertised.
+		if slices.Contains(hosts, a.cfg.Host) && alone(hosts, a.cfg.Host) {
+			want = append(want, netip.PrefixFrom(v, v.BitLen()))
 		}
 	}
+	slices.SortFunc(want, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
 	if len(want) == 0 {
 		return
 	}
