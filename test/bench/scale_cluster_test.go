@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
@@ -59,12 +57,8 @@ func setArgs(t *testing.T, c *realcluster.Cluster, kind, name string, extra ...s
 // `kubectl rollout restart` does, and waits until it has.
 func restartWorkload(t *testing.T, c *realcluster.Cluster, kind, name string) {
 	t.Helper()
-	rollOut(t, c, kind, name, "restarted", func(_ *metav1.ObjectMeta, tpl *v1.PodTemplateSpec) {
-		if tpl.Annotations == nil {
-			tpl.Annotations = map[string]string{}
-		}
-		tpl.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339Nano)
-	})
+	must(t, c.RolloutRestart(t.Context(), kind, name))
+	t.Logf("%s %s restarted", kind, name)
 }
 
 // rollOut changes the Pod template of the kube-system workload (kind
@@ -72,81 +66,8 @@ func restartWorkload(t *testing.T, c *realcluster.Cluster, kind, name string) {
 // the new one and no other is left.
 func rollOut(t *testing.T, c *realcluster.Cluster, kind, name, what string, mutate func(*metav1.ObjectMeta, *v1.PodTemplateSpec)) {
 	t.Helper()
-	ctx := t.Context()
-	// The controllers write the objects too: read again on a conflict.
-	var generation int64
-	var rolledOut func() (bool, string, error)
-	var err error
-	switch kind {
-	case "DaemonSet":
-		dsets := c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem)
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			ds, err := dsets.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			mutate(&ds.ObjectMeta, &ds.Spec.Template)
-			ds, err = dsets.Update(ctx, ds, metav1.UpdateOptions{})
-			if err == nil {
-				generation = ds.Generation
-			}
-			return err
-		})
-		rolledOut = func() (bool, string, error) {
-			ds, err := dsets.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			st := ds.Status
-			return st.ObservedGeneration >= generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled &&
-				st.NumberReady == st.DesiredNumberScheduled && st.NumberUnavailable == 0, fmt.Sprintf("%+v", st), nil
-		}
-	case "Deployment":
-		deps := c.Client.AppsV1().Deployments(metav1.NamespaceSystem)
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			d, err := deps.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			mutate(&d.ObjectMeta, &d.Spec.Template)
-			d, err = deps.Update(ctx, d, metav1.UpdateOptions{})
-			if err == nil {
-				generation = d.Generation
-			}
-			return err
-		})
-		rolledOut = func() (bool, string, error) {
-			d, err := deps.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			return deploymentRolledOut(d, generation), fmt.Sprintf("%+v", d.Status), nil
-		}
-	default:
-		t.Fatalf("rollOut: kind %q", kind)
-	}
-	must(t, err)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		ok, status, err := rolledOut()
-		must(t, err)
-		if ok {
-			t.Logf("%s %s rolled out %s", kind, name, what)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s not rolled out %s within 5 minutes: %s", kind, name, what, status)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-// deploymentRolledOut: every replica runs the template of generation (or
-// later), is ready, and no Pod of an older one is left.
-func deploymentRolledOut(d *appsv1.Deployment, generation int64) bool {
-	st, want := d.Status, *d.Spec.Replicas
-	return st.ObservedGeneration >= generation && st.UpdatedReplicas == want && st.ReadyReplicas == want &&
-		st.AvailableReplicas == want && st.Replicas == want
+	must(t, c.RollOut(t.Context(), kind, name, mutate))
+	t.Logf("%s %s rolled out %s", kind, name, what)
 }
 
 // ccmLeader is the Pod of the controller manager that holds its
