@@ -48,8 +48,9 @@ type Membership interface {
 	// Status is this host's standing, for LoadBalancer status.
 	Status() membership.Status
 	// Successor is the host that would hold vip if this one left ("":
-	// none); a stopping agent keeps what no other host would take.
-	Successor(vip netip.Addr) string
+	// none); a stopping agent (leaving) keeps what no other host would
+	// take, a starting one what no other host holds.
+	Successor(vip netip.Addr, leaving bool) string
 }
 
 // NoAddresses is the Owner of an agent whose addresses another program

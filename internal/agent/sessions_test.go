@@ -66,7 +66,7 @@ func (v gossipView) Observe(o membership.Observation) {
 }
 
 // Successor: none; these tests' agents stop for good (Config.ForGood nil).
-func (v gossipView) Successor(netip.Addr) string { return "" }
+func (v gossipView) Successor(netip.Addr, bool) string { return "" }
 
 func (v gossipView) Status() membership.Status {
 	return membership.Status{State: membership.StateReady}

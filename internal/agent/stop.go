@@ -95,7 +95,7 @@ func (a *Agent) successor(vip netip.Addr) string {
 	if a.cfg.Membership == nil {
 		return ""
 	}
-	return a.cfg.Membership.Successor(vip)
+	return a.cfg.Membership.Successor(vip, true)
 }
 
 // planStopNow decides, before the agent leaves the gossip, what it leaves
@@ -263,7 +263,7 @@ func (a *Agent) adopts(vip netip.Addr) bool {
 		a.adopted = nil // membership decides from now on
 		return false
 	}
-	return a.cfg.Membership.Successor(vip) == ""
+	return a.cfg.Membership.Successor(vip, false) == ""
 }
 
 // keepOwned records what this host holds on its interface after a sync,

@@ -196,7 +196,7 @@ func (m *stagedMembership) Owns(netip.Addr) bool {
 	return m.ready
 }
 
-func (m *stagedMembership) Successor(netip.Addr) string {
+func (m *stagedMembership) Successor(netip.Addr, bool) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.successor

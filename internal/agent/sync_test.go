@@ -135,7 +135,7 @@ func (c *observingMembership) Observe(o membership.Observation) {
 	c.obs = append(c.obs, o)
 }
 
-func (c *observingMembership) Successor(netip.Addr) string { return "" }
+func (c *observingMembership) Successor(netip.Addr, bool) string { return "" }
 
 func (c *observingMembership) Status() membership.Status {
 	return membership.Status{State: membership.StateReady}

@@ -133,6 +133,7 @@ type Gossip struct {
 	joined     bool
 	ready      *readiness
 	published  State             // the State others were last told
+	leaving    bool              // the agent stops: publish StateLeaving
 	peers      map[string]Member // alive (or suspect) members but this host, by name
 	macs       map[string]string // MAC -> member name, of every member ever seen
 	known      map[string]bool   // gossip addresses to join when they are not members
@@ -219,20 +220,41 @@ func (g *Gossip) owner(vip netip.Addr) string {
 
 // Successor returns the member that would hold vip if this host left
 // now: the owner by the same rules as Owns among the other Ready members
-// ("" when none may hold it). A stopping agent asks it to decide whether
-// to hand its addresses over or to leave them in place for the agent
-// that starts next; a starting one, whether an address it finds on the
-// interface is anyone else's.
-func (g *Gossip) Successor(vip netip.Addr) string {
+// ("" when none may hold it). A stopping agent asks it (leaving) to
+// decide whether to hand its addresses over or to leave them in place for
+// the agent that starts next; a starting one, whether an address it finds
+// on the interface is anyone else's.
+//
+// leaving: this host stops and publishes StateLeaving before it leaves
+// the gossip (Run). When no other member serves, the members in their
+// hold-down then become Ready at once (readiness.update: others alive,
+// none serving) and own what it held: they count. Not so for a host that
+// stays: a member in its hold-down takes nothing from it.
+func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
 	others := slices.DeleteFunc(slices.Clone(g.cands), func(c string) bool { return c == g.cfg.Name })
+	if leaving && len(others) == 0 {
+		others = g.holdingDown()
+	}
 	cands := g.candGroups.in(others, g.groupOf(vip))
 	if g.obs.Advertised[vip] {
 		cands = g.candBGP.advertising(cands, vip)
 	}
 	return Owner(vip, cands)
+}
+
+// holdingDown are the members in their hold-down, sorted; g.mu is held.
+func (g *Gossip) holdingDown() []string {
+	var out []string
+	for _, p := range g.peers {
+		if p.State == StateHoldDown {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Observe takes what the agent learned in a sync and updates this host's
@@ -363,6 +385,15 @@ func (g *Gossip) Run(ctx context.Context, hooks Hooks) error {
 		return fmt.Errorf("start gossip on %s: %w", g.addr, err)
 	}
 	defer func() {
+		// Leaving first: a member in its hold-down, with nobody else
+		// serving, takes over at once rather than when its hold-down
+		// ends (Successor counts on it).
+		g.mu.Lock()
+		g.leaving = true
+		g.mu.Unlock()
+		if err := ml.UpdateNode(time.Second); err != nil {
+			logger.V(2).Info("Leaving not gossiped; the others see the leave itself", "err", err)
+		}
 		if err := ml.Leave(time.Second); err != nil {
 			logger.Error(err, "Cannot announce leaving the gossip group; the others detect it")
 		}
@@ -519,9 +550,6 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		}
 		if publish {
 			logger.Info("Member state changed", "state", state, "problem", problem, "bgpFamilies", fams, "owners", cands)
-			if err := ml.UpdateNode(time.Second); err != nil {
-				logger.V(2).Info("Member state not yet gossiped", "err", err)
-			}
 		}
 		if changed {
 			// A failover or a take-back: rare, and what an operator looks
@@ -534,6 +562,16 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		}
 		if changed || announce || gossipChanged || publish {
 			hooks.Sync(announce) // this host's state and gossip health are reported in status
+		}
+		// The others hear the new State after this host's sync has
+		// started: a host that becomes Ready (a take-back after its
+		// hold-down) adds its share before the others, hearing it, remove
+		// theirs, rather than up to a gossip interval after (UpdateNode
+		// waits for the broadcast to go out).
+		if publish {
+			if err := ml.UpdateNode(time.Second); err != nil {
+				logger.V(2).Info("Member state not yet gossiped", "err", err)
+			}
 		}
 		g.recordMetrics()
 	}
@@ -569,7 +607,11 @@ func (d delegate) NodeMeta(int) []byte {
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
 	fams := encodeFamilies(d.g.bgp.families())
-	return encodeMeta(meta{State: d.g.ready.state, MAC: d.g.mac, Groups: d.g.myGroups(), BGP: &fams})
+	state := d.g.ready.state
+	if d.g.leaving {
+		state, fams = StateLeaving, ""
+	}
+	return encodeMeta(meta{State: state, MAC: d.g.mac, Groups: d.g.myGroups(), BGP: &fams})
 }
 func (delegate) NotifyMsg([]byte)                {}
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }

@@ -79,7 +79,7 @@ func (g *Gossip) recordMetrics() {
 		count[p.State]++
 	}
 	g.mu.Unlock()
-	for _, s := range []State{StateStarting, StateUnhealthy, StateHoldDown, StateReady} {
+	for _, s := range []State{StateStarting, StateUnhealthy, StateHoldDown, StateReady, StateLeaving} {
 		members.WithLabelValues(string(s)).Set(float64(count[s]))
 	}
 }

@@ -24,6 +24,14 @@ const (
 	StateHoldDown State = "HoldDown"
 	// StateReady: it holds the addresses rendezvous hashing gives it.
 	StateReady State = "Ready"
+	// StateLeaving: its agent is stopping and leaves the gossip next; it
+	// holds no address the others would take. Published only, in the
+	// moment before the leave, so that a member in its hold-down knows
+	// that nobody else serves and takes over at once (see update): a
+	// rolling update stops the next host's agent while the one restarted
+	// before is still holding down. An agent that does not know this
+	// State reads it as Starting, with the same effect.
+	StateLeaving State = "Leaving"
 )
 
 // Health is what a host knows about itself.

@@ -9,7 +9,10 @@ import (
 // TestSuccessor: the host that would hold an address if this one left is
 // a Ready member that may hold it (of its host group, with a session of
 // its family when it is advertised over BGP), never this host; none when
-// no other may.
+// no other may. When this host is leaving and no other member is Ready,
+// a member in its hold-down (which becomes Ready once this host publishes
+// StateLeaving) may; never while this host stays (a starting agent keeps
+// what it adopted).
 func TestSuccessor(t *testing.T) {
 	const edge = "example.net/edge=true"
 	vip := netip.MustParseAddr("192.0.2.10")
@@ -18,11 +21,18 @@ func TestSuccessor(t *testing.T) {
 		peers      []Member
 		group      string
 		advertised bool
+		staying    bool
 		want       string
 	}{
 		{name: "alone", want: ""},
 		{name: "a Ready peer", peers: []Member{{Name: "lb-b", State: StateReady}}, want: "lb-b"},
-		{name: "a peer in hold-down", peers: []Member{{Name: "lb-b", State: StateHoldDown}}, want: ""},
+		{name: "a peer in hold-down", peers: []Member{{Name: "lb-b", State: StateHoldDown}}, want: "lb-b"},
+		{name: "a peer in hold-down, this host staying", peers: []Member{{Name: "lb-b", State: StateHoldDown}}, staying: true, want: ""},
+		{name: "a Ready peer and one in hold-down", peers: []Member{{Name: "lb-b", State: StateHoldDown}, {Name: "lb-c", State: StateReady}}, want: "lb-c"},
+		{name: "peers in hold-down: by rendezvous hashing", peers: []Member{{Name: "lb-b", State: StateHoldDown}, {Name: "lb-c", State: StateHoldDown}}, want: Owner(vip, []string{"lb-b", "lb-c"})},
+		{name: "a peer in hold-down outside the address's group", peers: []Member{{Name: "lb-b", State: StateHoldDown, Groups: []string{}}}, group: edge, want: ""},
+		{name: "a starting peer", peers: []Member{{Name: "lb-b", State: StateStarting}}, want: ""},
+		{name: "a leaving peer", peers: []Member{{Name: "lb-b", State: StateLeaving}}, want: ""},
 		{name: "an unhealthy peer", peers: []Member{{Name: "lb-b", State: StateUnhealthy}}, want: ""},
 		{name: "a peer outside the address's group", peers: []Member{{Name: "lb-b", State: StateReady, Groups: []string{}}}, group: edge, want: ""},
 		{name: "a peer of the group", peers: []Member{{Name: "lb-b", State: StateReady, Groups: []string{edge}}}, group: edge, want: "lb-b"},
@@ -42,9 +52,58 @@ func TestSuccessor(t *testing.T) {
 			if !g.Owns(vip) && tt.want == "" {
 				t.Fatalf("lb-a, Ready, does not own %s although no other host may", vip)
 			}
-			if got := g.Successor(vip); got != tt.want {
-				t.Errorf("Successor(%s) = %q, want %q", vip, got, tt.want)
+			if got := g.Successor(vip, !tt.staying); got != tt.want {
+				t.Errorf("Successor(%s, leaving %t) = %q, want %q", vip, !tt.staying, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestHoldDownEndsWhenTheOnlyServerLeaves: the rolling update of two
+// hosts. lb-a restarted and holds down while lb-b serves; lb-b's agent
+// stops: it names lb-a its successor, publishes StateLeaving (in its
+// metadata, as Run does before the leave), and lb-a takes everything at
+// once, before its hold-down would have ended, over IPv4 and IPv6
+// addresses advertised or not. The metadata round trip is the one
+// memberlist carries (an older agent reads Leaving as Starting: the
+// same).
+func TestHoldDownEndsWhenTheOnlyServerLeaves(t *testing.T) {
+	vips := []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}
+	now := time.Now()
+	a := bgpMember("lb-a", time.Minute, nil, Member{Name: "lb-b", State: StateReady})
+	a.mu.Lock()
+	a.evaluate(now)
+	a.mu.Unlock()
+	if st := a.Status().State; st != StateHoldDown {
+		t.Fatalf("lb-a: %s beside a serving lb-b, want HoldDown", st)
+	}
+	b := bgpMember("lb-b", time.Minute, nil, Member{Name: "lb-a", State: StateHoldDown})
+	b.mu.Lock()
+	b.evaluate(now)
+	b.mu.Unlock()
+	for _, v := range vips {
+		if !b.Owns(v) || a.Owns(v) {
+			t.Fatalf("%s: lb-b owns %t, lb-a %t; want lb-b only", v, b.Owns(v), a.Owns(v))
+		}
+		if got := b.Successor(v, true); got != "lb-a" {
+			t.Errorf("lb-b leaving: successor of %s %q, want lb-a", v, got)
+		}
+	}
+	b.leaving = true
+	m, err := decodeMeta(delegate{b}.NodeMeta(512))
+	if err != nil || m.State != StateLeaving {
+		t.Fatalf("lb-b's metadata when leaving: %+v, %v", m, err)
+	}
+	a.mu.Lock()
+	a.peers["lb-b"] = Member{Name: "lb-b", State: m.State, Groups: m.Groups, BGP: decodeFamilies(*m.BGP)}
+	a.evaluate(now.Add(time.Second))
+	a.mu.Unlock()
+	if st := a.Status().State; st != StateReady {
+		t.Fatalf("lb-a: %s once lb-b is leaving, want Ready at once", st)
+	}
+	for _, v := range vips {
+		if !a.Owns(v) {
+			t.Errorf("lb-a does not own %s once lb-b is leaving", v)
+		}
 	}
 }
