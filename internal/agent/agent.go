@@ -396,7 +396,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		}
 	}
 	routes := a.routes(an, syncErr == nil && a.nodesReachable(plan))
-	a.forgetGained(ctx, append(slices.Clone(owned), an.held(routes)...))
+	a.forgetGained(ctx, append(slices.Clone(owned), an.held(routes)...), passthroughOnly(plan.State))
 	announced := a.advertise(routes)
 	a.advertised.Store(&advertisedRoutes{all: routeAddrs(routes), elected: an.held(routes)})
 	addrStart := time.Now()

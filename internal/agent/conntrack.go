@@ -27,7 +27,15 @@ type Forgetter interface {
 // a BGP address, routed back to the router). Without
 // them, every flow is picked up afresh (nf_conntrack_tcp_loose) with the
 // same backend and ports as on the previous holder.
-func (a *Agent) forgetGained(ctx context.Context, owned []netip.Addr) {
+//
+// stateless are the addresses of passthrough forwarding only: this host
+// keeps no state of their flows (they are forwarded before conntrack)
+// but, when it is a Node, its own kube-proxy's, for the flows of its own
+// buckets, which it served whoever held the address. Those entries are
+// live: deleting them would send each such flow's next packet to
+// kube-proxy as a new one, to any Pod, which resets it. They are left
+// alone, as a passthrough BGP address's are.
+func (a *Agent) forgetGained(ctx context.Context, owned []netip.Addr, stateless map[netip.Addr]bool) {
 	if a.cfg.Conntrack == nil {
 		return
 	}
@@ -35,7 +43,7 @@ func (a *Agent) forgetGained(ctx context.Context, owned []netip.Addr) {
 	held := make(map[netip.Addr]bool, len(owned))
 	for _, v := range owned {
 		held[v] = true
-		if !a.held[v] {
+		if !a.held[v] && !stateless[v] {
 			gained = append(gained, v)
 		}
 	}
@@ -62,4 +70,24 @@ var _ Forgetter = ConntrackForgetter{}
 // Forget deletes every entry whose original destination is one of vips.
 func (ConntrackForgetter) Forget(ctx context.Context, vips []netip.Addr) error {
 	return dataplane.NetlinkConntrack{}.DeleteFlowsTo(ctx, vips)
+}
+
+// passthroughOnly are the addresses whose every service has passthrough
+// forwarding (see forgetGained).
+func passthroughOnly(st dataplane.State) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	proxied := map[netip.Addr]bool{}
+	for _, svc := range st.Services {
+		for _, v := range svc.VIPs {
+			if svc.Forwarding == dataplane.Passthrough {
+				out[v] = true
+			} else {
+				proxied[v] = true
+			}
+		}
+	}
+	for v := range proxied {
+		delete(out, v)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
+	"github.com/groundcloud/groundcloud/internal/dataplane"
 )
 
 type fakeForgetter struct{ calls [][]netip.Addr }
@@ -24,15 +26,34 @@ func TestForgetGained(t *testing.T) {
 	f := &fakeForgetter{}
 	a := &Agent{cfg: Config{Conntrack: f}}
 	ctx := context.Background()
-	a.forgetGained(ctx, []netip.Addr{v1, v3}) // first sync: everything is gained
-	a.forgetGained(ctx, []netip.Addr{v1, v3}) // nothing new
-	a.forgetGained(ctx, []netip.Addr{v3})     // v1 given away
-	a.forgetGained(ctx, []netip.Addr{v1, v2, v3})
-	want := [][]netip.Addr{{v1, v3}, {v1, v2}}
+	a.forgetGained(ctx, []netip.Addr{v1, v3}, nil) // first sync: everything is gained
+	a.forgetGained(ctx, []netip.Addr{v1, v3}, nil) // nothing new
+	a.forgetGained(ctx, []netip.Addr{v3}, nil)     // v1 given away
+	a.forgetGained(ctx, []netip.Addr{v1, v2, v3}, nil)
+	// Passthrough only: its entries are the host's own kube-proxy's, live.
+	v4 := netip.MustParseAddr("192.0.2.202")
+	a.forgetGained(ctx, []netip.Addr{v1, v2, v3, v4}, map[netip.Addr]bool{v4: true})
+	a.forgetGained(ctx, []netip.Addr{v1, v2, v3}, nil) // v4 given away
+	a.forgetGained(ctx, []netip.Addr{v1, v2, v3, v4}, nil)
+	want := [][]netip.Addr{{v1, v3}, {v1, v2}, {v4}}
 	if diff := cmp.Diff(want, f.calls, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("Forget calls (-want +got):\n%s", diff)
 	}
-	(&Agent{}).forgetGained(ctx, []netip.Addr{v1}) // no Forgetter: nothing to do
+	(&Agent{}).forgetGained(ctx, []netip.Addr{v1}, nil) // no Forgetter: nothing to do
+}
+
+// TestPassthroughOnly: an address is left out of forgetGained only when
+// every service on it forwards by passthrough.
+func TestPassthroughOnly(t *testing.T) {
+	pass, proxy, shared := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::3")
+	got := passthroughOnly(dataplane.State{Services: []dataplane.Service{
+		{Name: "a", VIPs: []netip.Addr{pass, shared}, Forwarding: dataplane.Passthrough},
+		{Name: "b", VIPs: []netip.Addr{proxy}, Forwarding: dataplane.Proxy},
+		{Name: "c", VIPs: []netip.Addr{shared}, Forwarding: dataplane.Proxy},
+	}})
+	if want := map[netip.Addr]bool{pass: true}; !maps.Equal(got, want) {
+		t.Errorf("passthroughOnly = %v, want %v", got, want)
+	}
 }
 
 // ownerOf owns the addresses in its set (a Cluster electing this host).
