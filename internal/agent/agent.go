@@ -119,6 +119,13 @@ type Config struct {
 	// addresses and rules; otherwise it leaves them for the next agent
 	// (stop.go). nil: every stop is for good.
 	ForGood func(ctx context.Context) (forGood bool, why string)
+	// LBHosts selects the Nodes that are load-balancer hosts: the agent
+	// DaemonSet's nodeSelector, read once at the start (a change rolls
+	// the agents out anyway). Proxy forwarding gives them no new flows
+	// while another node is healthy, so that every host fills the buckets
+	// the same way (dataplane.State.LBNodes). nil: none known (an agent
+	// without --daemonset); only this host's own Node is left out.
+	LBHosts labels.Selector
 	// Reconnect closes the connections to the apiserver (nil: never).
 	// Membership calls it when the interface comes back up: a status write
 	// on a connection opened before would wait for TCP to retransmit,
@@ -520,7 +527,7 @@ func (a *Agent) warnOwnNodeOnly(lbs []*v1alpha1.LoadBalancer, problems map[strin
 // is skipped (logged): the last known good list would be no better than
 // the kernel's own neighbour errors.
 func (a *Agent) host(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Host {
-	h := Host{Node: a.cfg.Host, Interface: a.cfg.Interface}
+	h := Host{Node: a.cfg.Host, Interface: a.cfg.Interface, LBNodes: a.lbNodes(ctx)}
 	passthrough := slices.ContainsFunc(lbs, func(lb *v1alpha1.LoadBalancer) bool {
 		return lb.Spec.Forwarding == v1alpha1.ForwardingPassthrough || bgpProxy(lb)
 	})
@@ -532,6 +539,24 @@ func (a *Agent) host(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Host {
 		h.Links = links
 	}
 	return h
+}
+
+// lbNodes are the Nodes Config.LBHosts selects, sorted; nil without it.
+func (a *Agent) lbNodes(ctx context.Context) []string {
+	if a.cfg.LBHosts == nil || a.nodeList == nil {
+		return nil
+	}
+	nodes, err := a.nodeList.List(a.cfg.LBHosts)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot list the load-balancer hosts' Nodes")
+		return nil
+	}
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // plan translates lbs. When they have health check targets that were never

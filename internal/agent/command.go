@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
@@ -262,6 +263,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Backends:      rules,
 		Reconnect:     dialer.CloseAll,
 		ForGood:       o.forGood(dyn, core.Nodes()),
+		LBHosts:       o.lbHosts(ctx, dyn, core.Nodes()),
 	})
 	speaker, err := o.speaker(ctx, cc, own.Events, a.bgpSessionChanged)
 	if err != nil {
@@ -285,6 +287,24 @@ func (o *Options) forGood(dyn dynamic.Interface, nodes kubecore.Nodes) func(cont
 		return nil
 	}
 	return DaemonSetStop{Dynamic: dyn, Nodes: nodes, Namespace: ns, Name: name, Node: o.Host}.ForGood
+}
+
+// lbHosts is Config.LBHosts: the nodeSelector of --daemonset, read now;
+// nil without --daemonset or when it cannot be read (logged: then this
+// host's buckets of proxy forwarding may differ from the others').
+func (o *Options) lbHosts(ctx context.Context, dyn dynamic.Interface, nodes kubecore.Nodes) labels.Selector {
+	ns, name, _ := parseDaemonSet(o.DaemonSet) // validated
+	if name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	sel, err := DaemonSetStop{Dynamic: dyn, Nodes: nodes, Namespace: ns, Name: name, Node: o.Host}.HostSelector(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot tell the load-balancer hosts' Nodes; proxy forwarding leaves out only this host's own Node, and a flow may change node when its address moves")
+		return nil
+	}
+	return sel
 }
 
 func (o *Options) restConfig() (*rest.Config, error) {

@@ -87,3 +87,17 @@ func parseDaemonSet(s string) (namespace, name string, err error) {
 	}
 	return ns, n, nil
 }
+
+// HostSelector reads the DaemonSet's nodeSelector: the Nodes that are
+// load-balancer hosts (Config.LBHosts).
+func (d DaemonSetStop) HostSelector(ctx context.Context) (labels.Selector, error) {
+	ds, err := d.Dynamic.Resource(daemonSets).Namespace(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read DaemonSet %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	sel, _, err := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+	if err != nil {
+		return nil, fmt.Errorf("the nodeSelector of DaemonSet %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return labels.SelectorFromSet(sel), nil
+}

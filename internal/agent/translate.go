@@ -52,6 +52,9 @@ type Host struct {
 	// forwarding receives and sends on; Links are its prefixes.
 	Interface string
 	Links     []netip.Prefix
+	// LBNodes are the Nodes that are load-balancer hosts, sorted
+	// (dataplane.State.LBNodes).
+	LBNodes []string
 }
 
 func (p *Problems) add(conflict bool, msg string) {
@@ -134,7 +137,7 @@ func (m *translateMemo) translate(lbs []*v1alpha1.LoadBalancer, nodes []backends
 	defer m.end()
 	var p Plan
 	self := host.Node
-	p.State.Self, p.State.Interface, p.State.Links = self, host.Interface, host.Links
+	p.State.Self, p.State.Interface, p.State.Links, p.State.LBNodes = self, host.Interface, host.Links, host.LBNodes
 	targets := map[health.Target]struct{}{}
 	vips := map[netip.Addr]struct{}{}
 	shared := &backendLists{nodes: nodes}
@@ -165,7 +168,7 @@ func (m *translateMemo) translate(lbs []*v1alpha1.LoadBalancer, nodes []backends
 		if svc.Forwarding == dataplane.Passthrough {
 			continue // its own kube-proxy serves the host's own node
 		}
-		if _, only := dataplane.ForNewFlows(svc.Backends, self); only {
+		if _, only := dataplane.ForNewFlows(svc.Backends, self, p.State.LBNodes); only {
 			bad := problems[svc.Name]
 			bad.OwnNodeOnly = true
 			bad.add(false, fmt.Sprintf("the only healthy backend is this load-balancer host's own node %s, "+

@@ -233,6 +233,36 @@ func hash64(parts ...string) uint64 {
 	return mix64(h.Sum64())
 }
 
+// withoutLBNodes marks the healthy backends that are lbNodes or self
+// unhealthy, when some other backend is healthy (ok); otherwise it
+// returns backends unchanged and false. It copies before it changes.
+func withoutLBNodes(backends []Backend, self string, lbNodes []string) (_ []Backend, ok bool) {
+	if len(lbNodes) == 0 {
+		return backends, false
+	}
+	lb := func(b Backend) bool { return b.Node == self || slices.Contains(lbNodes, b.Node) }
+	outside, inside := false, false
+	for _, b := range backends {
+		if b.Healthy {
+			outside = outside || !lb(b)
+			inside = inside || lb(b)
+		}
+	}
+	if !outside {
+		return backends, false
+	}
+	if !inside {
+		return backends, true
+	}
+	out := slices.Clone(backends)
+	for i := range out {
+		if out[i].Healthy && lb(out[i]) {
+			out[i].Healthy = false
+		}
+	}
+	return out, true
+}
+
 // mix64 is the SplitMix64 finalizer.
 func mix64(x uint64) uint64 {
 	x ^= x >> 30
@@ -253,12 +283,21 @@ func mix64(x uint64) uint64 {
 // limit). backends is returned unchanged, not copied, when self is not a
 // healthy backend.
 //
-// Only the buckets of self's own node differ from the other hosts' tables:
-// the ones whose owner is self go to the backend Assign gives them when
-// self is unhealthy, which is where every host sends them once self's
-// machine fails. A takeover by another host while self's node is still
-// healthy moves those buckets (1/n of the flows) back to self's node.
-func ForNewFlows(backends []Backend, self string) (_ []Backend, selfOnly bool) {
+// lbNodes are the Nodes that are load-balancer hosts (self among them).
+// While a backend outside lbNodes is healthy, none of lbNodes gets new
+// flows, whichever host computes the table: every load-balancer host then
+// fills the buckets the same way, a bucket of a load-balancer host's node
+// going where Assign sends it when that node is unhealthy, and a flow
+// keeps its node when its address moves to another host (a takeover, a
+// rolling update's handover). Leaving out self alone would make each
+// host's table differ from the others' in two nodes' buckets: a move
+// would send those flows (2/n of them) to another node, which resets
+// them. Otherwise (every healthy backend is a load-balancer host's node)
+// only self is left out, as when lbNodes is empty, and the tables differ.
+func ForNewFlows(backends []Backend, self string, lbNodes []string) (_ []Backend, selfOnly bool) {
+	if out, ok := withoutLBNodes(backends, self, lbNodes); ok {
+		return out, false
+	}
 	if self == "" {
 		return backends, false
 	}

@@ -192,17 +192,24 @@ func TestForNewFlows(t *testing.T) {
 		backends []Backend
 		want     map[string]bool
 		selfOnly bool
+		lbNodes  []string
 	}{
-		{"dedicated host", "", nodes(3), map[string]bool{"node-00": true, "node-01": true, "node-02": true}, false},
-		{"host not a backend", "lb-1", nodes(2), map[string]bool{"node-00": true, "node-01": true}, false},
-		{"host and others", "node-01", nodes(3), map[string]bool{"node-00": true, "node-01": false, "node-02": true}, false},
-		{"host the only backend", "node-00", nodes(1), map[string]bool{"node-00": true}, true},
-		{"others all unhealthy", "node-00", []Backend{{Node: "node-00", Healthy: true}, {Node: "node-01"}}, map[string]bool{"node-00": true, "node-01": false}, true},
-		{"host unhealthy", "node-00", []Backend{{Node: "node-00"}, {Node: "node-01", Healthy: true}}, map[string]bool{"node-00": false, "node-01": true}, false},
+		{"dedicated host", "", nodes(3), map[string]bool{"node-00": true, "node-01": true, "node-02": true}, false, nil},
+		{"host not a backend", "lb-1", nodes(2), map[string]bool{"node-00": true, "node-01": true}, false, nil},
+		{"host and others", "node-01", nodes(3), map[string]bool{"node-00": true, "node-01": false, "node-02": true}, false, nil},
+		{"host the only backend", "node-00", nodes(1), map[string]bool{"node-00": true}, true, nil},
+		{"others all unhealthy", "node-00", []Backend{{Node: "node-00", Healthy: true}, {Node: "node-01"}}, map[string]bool{"node-00": true, "node-01": false}, true, nil},
+		{"host unhealthy", "node-00", []Backend{{Node: "node-00"}, {Node: "node-01", Healthy: true}}, map[string]bool{"node-00": false, "node-01": true}, false, nil},
+		// Load-balancer hosts that are Nodes: all left out, from any host.
+		{"host among load-balancer nodes", "node-00", nodes(4), map[string]bool{"node-00": false, "node-01": false, "node-02": true, "node-03": true}, false, []string{"node-00", "node-01"}},
+		{"another load-balancer node's table", "node-01", nodes(4), map[string]bool{"node-00": false, "node-01": false, "node-02": true, "node-03": true}, false, []string{"node-00", "node-01"}},
+		{"dedicated host beside load-balancer nodes", "", nodes(4), map[string]bool{"node-00": false, "node-01": false, "node-02": true, "node-03": true}, false, []string{"node-00", "node-01"}},
+		{"only load-balancer nodes healthy: self alone left out", "node-00", []Backend{{Node: "node-00", Healthy: true}, {Node: "node-01", Healthy: true}, {Node: "node-02"}}, map[string]bool{"node-00": false, "node-01": true, "node-02": false}, false, []string{"node-00", "node-01"}},
+		{"only self healthy among load-balancer nodes", "node-00", []Backend{{Node: "node-00", Healthy: true}, {Node: "node-01"}}, map[string]bool{"node-00": true, "node-01": false}, true, []string{"node-00", "node-01"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := slices.Clone(tc.backends)
-			got, selfOnly := ForNewFlows(in, tc.self)
+			got, selfOnly := ForNewFlows(in, tc.self, tc.lbNodes)
 			if diff := cmp.Diff(tc.want, healthy(got)); diff != "" {
 				t.Errorf("health for new flows (-want +got):\n%s", diff)
 			}
@@ -216,13 +223,40 @@ func TestForNewFlows(t *testing.T) {
 	}
 }
 
+// TestSameTableOnEveryHost: with the load-balancer hosts' Nodes known,
+// every host (each of them, and a dedicated one) fills a proxy service's
+// buckets the same way, so a flow keeps its node when its address moves
+// between them; leaving out only itself, each host's table differs.
+func TestSameTableOnEveryHost(t *testing.T) {
+	bs := nodes(5)
+	lbNodes := []string{"node-00", "node-01"}
+	table := func(self string, lb []string) Assignment {
+		out, _ := ForNewFlows(bs, self, lb)
+		return Assign("ns/web", out)
+	}
+	want := table("", lbNodes)
+	for _, self := range []string{"node-00", "node-01"} {
+		if got := table(self, lbNodes); got != want {
+			t.Errorf("host %s: table differs from a dedicated host's", self)
+		}
+	}
+	for b, node := range want {
+		if slices.Contains(lbNodes, node) {
+			t.Errorf("bucket %d goes to load-balancer node %s while others are healthy", b, node)
+		}
+	}
+	if table("node-00", nil) == table("node-01", nil) {
+		t.Error("without the load-balancer nodes the two hosts' tables are the same: the test shows nothing")
+	}
+}
+
 // TestAssignWithoutSelf: the host's own node gets none of the buckets, and
 // the others keep theirs; its buckets go where every host sends them once
 // that node fails.
 func TestAssignWithoutSelf(t *testing.T) {
 	bs := nodes(4)
 	all := Assign("ns/web", bs)
-	mine, _ := ForNewFlows(bs, "node-02")
+	mine, _ := ForNewFlows(bs, "node-02", nil)
 	got := Assign("ns/web", mine)
 	failed := slices.Clone(bs)
 	failed[2].Healthy = false

@@ -227,7 +227,7 @@ func addService(t *Table, f family, svc service, memo *assignMemo, groups groupM
 	}
 
 	all := ofFamily.of(svc.backends)
-	backends, _ := ForNewFlows(all, svc.self)
+	backends, _ := ForNewFlows(all, svc.self, svc.lbNodes)
 	var index *[BucketCount]uint8
 	var choices *BucketChoices
 	group := groups.of("proxy", f, svc, backends, memo)

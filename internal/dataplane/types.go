@@ -35,6 +35,13 @@ type State struct {
 	// passthrough forwarding the buckets of Self are left to the host's own
 	// kube-proxy (see Passthrough).
 	Self string
+	// LBNodes are the Nodes that are load-balancer hosts (Self among
+	// them when it is one), sorted. Proxy forwarding gives none of them
+	// new flows while a backend outside them is healthy (ForNewFlows), so
+	// that every host, Node or not, fills the buckets the same way and a
+	// flow keeps its node when its address moves from one host to
+	// another. Empty: only Self is left out.
+	LBNodes []string
 	// Interface is the network interface passthrough forwarding receives
 	// the VIPs' packets on and sends them out of to the nodes: the one the
 	// VIPs are announced on. Passthrough services are left out while it is

@@ -57,7 +57,9 @@ type service struct {
 	ports    []Port // sorted by protocol, then port
 	backends []Backend
 	// self is State.Self.
-	self     string
+	self string
+	// lbNodes is State.LBNodes.
+	lbNodes  []string
 	affinity bool
 	// restricted is true when the Service had SourceRanges, even if none of
 	// them was valid: an invalid range must never widen access to "all".
@@ -112,7 +114,7 @@ func check(s State, keep bool) ([]service, []error) {
 			continue
 		}
 		clean, p := normalizeService(svc, &checked)
-		clean.self = s.Self
+		clean.self, clean.lbNodes = s.Self, s.LBNodes
 		problems = append(problems, p...)
 		if !normalizeForwarding(s, svc, &clean, &problems) {
 			continue
