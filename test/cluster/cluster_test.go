@@ -124,6 +124,9 @@ func TestCluster(t *testing.T) {
 	t.Run("agent Pod deleted on the only host of an address: no connection lost, the next agent adopts it", solo.checkRestarted)
 	t.Run("agent of the only host of an address stopped for good: nothing left behind", solo.checkRetired)
 	solo.stop(t)
+	t.Run("agents rolled out (kubectl rollout restart) with two hosts: no connection lost, passthrough and proxy", func(t *testing.T) {
+		checkAgentsRolledOut(t, c, dyn)
+	})
 	// Failovers with a Local Service on the workers: see deployOnWorkers.
 	steady := deployOnWorkers(t, c, "steady")
 	t.Run("agent container killed", func(t *testing.T) { checkFailover(t, c, dyn, steady) })

@@ -187,3 +187,63 @@ func podReady(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// checkAgentsRolledOut: the agent DaemonSet rolled out again (`kubectl
+// rollout restart`, what an upgrade does: one host at a time, the next
+// host's agent stopped as soon as the new one is Ready, still in its
+// --ownership-hold-down) while a client of two passthrough and two proxy
+// Services, whose addresses both hosts share, opens a new connection every
+// 20 ms to each and holds four: none fails, none breaks, and some host
+// holds each address throughout.
+func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) {
+	ctx := t.Context()
+	s := newHAScenario(t, c, dyn, "roll")
+	defer s.stop()
+	type rolled struct {
+		forwarding string
+		vip        netip.Addr
+		client     *availability.Client
+	}
+	var svcs []*rolled
+	for i, fwd := range []string{"passthrough", "proxy", "passthrough", "proxy"} {
+		vip := s.createService(t, fmt.Sprintf("roll-%d", i), 1, func(o *corev1.Service) {
+			o.Annotations[annotation.Forwarding] = fwd
+		})[0]
+		svcs = append(svcs, &rolled{forwarding: fwd, vip: vip})
+	}
+	s.waitReadyMembers(t, "roll", len(svcs))
+	for _, r := range svcs {
+		waitServing(t, lbClient(s.client), fmt.Sprintf("http://%s/", netip.AddrPortFrom(r.vip, 8080)))
+		r.client = s.startClient(t, r.vip, availability.Options{Every: 20 * time.Millisecond, Held: 4})
+	}
+	time.Sleep(2 * time.Second) // the held connections open, the streams run
+
+	began := time.Now()
+	if err := c.RolloutRestart(ctx, "DaemonSet", "groundcloud-agent"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agents rolled out in %s", time.Since(began).Round(time.Millisecond))
+	// The last agent's hold-down over, its share taken back.
+	s.waitReadyMembers(t, "roll", len(svcs))
+	time.Sleep(agentHoldDown + 2*time.Second)
+
+	for _, r := range svcs {
+		what := fmt.Sprintf("agents rolled out, %s (%s)", r.vip, r.forwarding)
+		o := availability.Measure(r.client.Attempts(), began, began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
+		t.Logf("%s: new connections: %d attempts, %d failed, gap %s; holders: %s", what, o.Attempts, o.Failed, o.Gap.Round(time.Millisecond), holderChanges(s.holders.Changes(r.vip, began), began))
+		if o.Failed > 0 || o.Unrecovered {
+			t.Errorf("%s: %d of %d new connections failed (gap %s), want none", what, o.Failed, o.Attempts, o.Gap.Round(time.Millisecond))
+		}
+		for i, conn := range r.client.Conns() {
+			if conn.Err != nil {
+				t.Logf("%s: long-lived connection %d to %s: last answer %s after the rollout began", what, i, conn.Node, conn.LastPong.Sub(began).Round(time.Millisecond))
+			}
+		}
+		expectHeld(t, r.client, what, began)
+		for _, ch := range s.holders.Changes(r.vip, began) {
+			if len(ch.Hosts) == 0 {
+				t.Errorf("%s held by no host at %s (%s after the rollout began)", r.vip, ch.At.Format(time.StampMilli), ch.At.Sub(began).Round(time.Millisecond))
+			}
+		}
+	}
+}
