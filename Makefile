@@ -31,7 +31,7 @@ test-unit:        ## unit tests only: pure logic and fakes, no processes, no ker
 test-e2e: deps    ## end-to-end tests: real kube-apiserver, etcd, our binaries, netns hosts
 	hack/test.sh ./test/...
 
-test-upgrade: deps ## the upgrade and downgrade lane: the previous release, then this tree, then back, with traffic (test/cluster TestUpgrade; needs the git history)
+test-upgrade: deps ## the upgrade and downgrade lane alone (make test runs it too): the previous release, then this tree, then back, with traffic (test/cluster TestUpgrade; needs the git history)
 	GROUNDCLOUD_UPGRADE=1 TEST_FLAGS="-v $(TEST_FLAGS)" hack/test.sh -run '^TestUpgrade$$' ./test/cluster/
 
 conformance: deps ## Kubernetes' [sig-network] LoadBalancers e2e specs on every lane (test/conformance; LANES=a,b for some)

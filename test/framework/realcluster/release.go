@@ -85,7 +85,7 @@ func BuildRelease(ctx context.Context, repo, dir string) (Release, error) {
 // into dir (which must not exist yet): an earlier release to install.
 // A shallow clone may lack the commit: the error says so.
 func ExportCommit(ctx context.Context, repo, commit, dir string) error {
-	if out, err := exec.CommandContext(ctx, "git", "-C", repo, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
+	if out, err := catCommit(ctx, repo, commit); err != nil {
 		return fmt.Errorf("commit %s is not in the clone at %s (a shallow clone? git fetch --unshallow): %w: %s", commit, repo, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -96,6 +96,16 @@ func ExportCommit(ctx context.Context, repo, commit, dir string) error {
 		return fmt.Errorf("export %s: %w: %s", commit, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// HasCommit reports whether the git clone at repo holds commit.
+func HasCommit(ctx context.Context, repo, commit string) bool {
+	_, err := catCommit(ctx, repo, commit)
+	return err == nil
+}
+
+func catCommit(ctx context.Context, repo, commit string) ([]byte, error) {
+	return exec.CommandContext(ctx, "git", "-C", repo, "cat-file", "-e", commit+"^{commit}").CombinedOutput()
 }
 
 // Install installs r over what runs, as docs/install.md has a user
