@@ -33,6 +33,8 @@ const (
 	restartBGPOne     = "BGP, 1 host, graceful-restart = false"
 	restartBGPOneG    = "BGP, 1 host, graceful-restart = true (with BFD)"
 	restartRouter     = "groundcloud-router rolling update (L2 passthrough address)"
+	rolloutL2         = "agent rolling update, 2 hosts, L2 passthrough"
+	rolloutL2Proxy    = "agent rolling update, 2 hosts, L2 proxy"
 )
 
 // TestRestartBenchmark measures what a rolling update of groundcloud's
@@ -81,6 +83,20 @@ func TestRestartBenchmark(t *testing.T) {
 			b.run(t, restartL2TwoProxy, b.sigterm(), vips["l2proxy"], b.l2Watch(vips["l2proxy"]), trials),
 			b.run(t, restartL2One, b.sigterm(), vips["solo"], watch(restartL2One, nil, vips["solo"]), trials),
 			b.run(t, restartBGPOne, b.sigterm(), vips[announceBGP], watch(restartBGPOne, nh, vips[announceBGP]), trials),
+		)
+		// The agents' rolling update: both hosts in turn, the second
+		// stopped as soon as the first's new agent is Ready.
+		rollout := fault{
+			name: "rollout",
+			inject: func(t *testing.T, _ int) {
+				restartWorkload(t, b.c, "DaemonSet", "groundcloud-agent")
+				time.Sleep(benchHoldDown + time.Second) // the take-back after the last hold-down
+			},
+			restore: func(*testing.T, int) {},
+		}
+		rows = append(rows,
+			b.run(t, rolloutL2, rollout, vips[announceL2], &holderWatch{b: b, vip: vips[announceL2]}, trials),
+			b.run(t, rolloutL2Proxy, rollout, vips["l2proxy"], &holderWatch{b: b, vip: vips["l2proxy"]}, trials),
 		)
 		// Graceful restart (and BFD, as docs/bgp.md advises) on the IPv4
 		// session: the router first, then the agents.
@@ -215,6 +231,8 @@ connections and 0 broken long-lived ones in every row.
 		switch s.impl {
 		case restartL2Two, restartL2TwoProxy:
 			moved = "every time (handed over)"
+		case rolloutL2, rolloutL2Proxy:
+			moved = "every time (each host's agent restarts)"
 		case restartRouter:
 			moved = "no (its agent is not restarted)"
 		}
@@ -246,6 +264,12 @@ through the controller manager.
   connection every 20 ms and holds four (test/framework/availability);
   measured from 0.5 s before the deletion until the next agent has run for
   2 s; "gap" is the longest run of failed new connections.
+- The agents' rolling update: ` + "`kubectl rollout restart`" + ` of DaemonSet
+  groundcloud-agent (both hosts in turn; the DaemonSet stops the second
+  host's agent as soon as the first's new one is Ready, still in its
+  hold-down) with the same client against the address of pool "default"
+  and that of a proxy Service, measured until the last host has taken its
+  share back.
 - The router's rolling update: ` + "`kubectl rollout restart`" + ` of DaemonSet
   groundcloud-router (every node's in turn) while the same client runs
   against the address of pool "default", measured until it has rolled out.
