@@ -141,14 +141,15 @@ type Runnable interface {
 
 // Agent is one load-balancer host's agent.
 type Agent struct {
-	cfg      Config
-	client   *lbapi.Client
-	informer cache.SharedIndexInformer
-	lister   lbapi.Lister
-	nodes    cache.SharedIndexInformer // Nodes, trimmed by backends.Transform
-	nodeList corelisters.NodeLister
-	checker  *health.Checker
-	runner   *async.Runner
+	lastLBNodes []string // lbNodes' last answer, logged when it changes
+	cfg         Config
+	client      *lbapi.Client
+	informer    cache.SharedIndexInformer
+	lister      lbapi.Lister
+	nodes       cache.SharedIndexInformer // Nodes, trimmed by backends.Transform
+	nodeList    corelisters.NodeLister
+	checker     *health.Checker
+	runner      *async.Runner
 
 	reannounce     atomic.Bool // announce held addresses after the next sync
 	sessions       bgpSessions // this host's established BGP sessions
@@ -337,6 +338,11 @@ func (a *Agent) onNodeUpdate(old, cur any) {
 	}
 	if a.isOwnNode(c) && !maps.Equal(o.Labels, c.Labels) {
 		klog.Background().Info("Host labels changed", "node", c.Name, "labels", labels.Set(c.Labels).String())
+		a.runner.Request()
+		return
+	}
+	if c.Name == a.cfg.Host && o.Spec.Unschedulable != c.Spec.Unschedulable {
+		klog.Background().Info("This host's Node changed schedulability: a cordoned host hands its addresses to the others", "node", c.Name, "unschedulable", c.Spec.Unschedulable)
 		a.runner.Request()
 		return
 	}
@@ -556,6 +562,10 @@ func (a *Agent) lbNodes(ctx context.Context) []string {
 		out = append(out, n.Name)
 	}
 	slices.Sort(out)
+	if !slices.Equal(out, a.lastLBNodes) {
+		klog.FromContext(ctx).Info("Load-balancer hosts' Nodes, which get no new proxy flows while another node is healthy", "nodes", out, "selector", a.cfg.LBHosts.String())
+		a.lastLBNodes = out
+	}
 	return out
 }
 

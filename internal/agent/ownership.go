@@ -200,7 +200,18 @@ func (a *Agent) observation(lbs []*v1alpha1.LoadBalancer, plan Plan, syncErr err
 		VIPs: vips, Fresh: a.heldBefore.fresh(vips, lbs, a.held), DataPlaneErr: syncErr, NodesReachable: reachable,
 		Peers: gossipPeers(hosts), Hosts: hosts, Groups: groups, MyGroups: mine,
 		Advertised: advertisedOf(lbs), Sessions: a.sessions.families(),
+		Draining: a.cordoned(),
 	}
+}
+
+// cordoned reports whether this host's Node is cordoned (kubectl cordon,
+// drain): then membership hands its addresses to the other hosts.
+func (a *Agent) cordoned() bool {
+	if a.nodeList == nil {
+		return false
+	}
+	n, err := a.nodeList.Get(a.cfg.Host)
+	return err == nil && n.Spec.Unschedulable
 }
 
 // heldBefore remembers, while they stay virtual IPs, the addresses some

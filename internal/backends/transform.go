@@ -30,7 +30,7 @@ func Transform(obj any) (any, error) {
 			Labels:            n.Labels,
 			DeletionTimestamp: n.DeletionTimestamp,
 		},
-		Spec:   v1.NodeSpec{ProviderID: n.Spec.ProviderID, Taints: n.Spec.Taints},
+		Spec:   v1.NodeSpec{ProviderID: n.Spec.ProviderID, Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
 		Status: v1.NodeStatus{Addresses: n.Status.Addresses, Conditions: podRoutes(n.Status.Conditions)},
 	}, nil
 }

@@ -83,7 +83,7 @@ func (b bgpReadiness) update(now time.Time, joined bool, sessions []string, peer
 		}
 		p := Peers{Alive: len(peers) > 0}
 		for _, m := range peers {
-			p.Serving = p.Serving || m.State == StateReady && (m.BGP == nil || slices.Contains(m.BGP, f))
+			p.Serving = p.Serving || (m.State == StateReady || m.State == StateDraining) && (m.BGP == nil || slices.Contains(m.BGP, f))
 		}
 		r.update(now, h, p)
 	}

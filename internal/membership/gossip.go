@@ -75,7 +75,17 @@ type Observation struct {
 	// held yet (no LoadBalancer status names a holder): this host probes
 	// them before it first holds one (probe.go).
 	Fresh map[netip.Addr]bool
+	// Draining: this host's Node is cordoned (spec.unschedulable): while
+	// Ready it publishes StateDraining and, drainHandover later, yields
+	// its addresses to the Ready members (it keeps those no Ready member
+	// may hold).
+	Draining bool
 }
+
+// drainHandover is how long a host that starts draining goes on holding
+// its addresses after it has told the others, so that they add theirs
+// before it removes its own (a gossip round is 200 ms).
+const drainHandover = time.Second
 
 // Hooks are how a Gossip tells its agent what to do. They are called from
 // the Gossip's goroutines and must not block.
@@ -134,6 +144,9 @@ type Gossip struct {
 	ready      *readiness
 	published  State             // the State others were last told
 	leaving    bool              // the agent stops: publish StateLeaving
+	drainers   []string          // Draining members that own what no Ready one may, sorted
+	drainSince time.Time         // when this Ready host began draining (zero: it is not)
+	yielded    bool              // its drain hand-over is over: it yields its addresses
 	peers      map[string]Member // alive (or suspect) members but this host, by name
 	macs       map[string]string // MAC -> member name, of every member ever seen
 	known      map[string]bool   // gossip addresses to join when they are not members
@@ -211,11 +224,21 @@ func (g *Gossip) Owns(vip netip.Addr) bool {
 // it is advertised over BGP, that may advertise it); g.mu is held.
 func (g *Gossip) owner(vip netip.Addr) string {
 	vip = vip.Unmap()
-	cands := g.candGroups.in(g.cands, g.groupOf(vip))
-	if g.obs.Advertised[vip] {
-		cands = g.candBGP.advertising(cands, vip)
+	cands := g.eligible(g.cands, vip)
+	if len(cands) == 0 {
+		cands = g.eligible(g.drainers, vip)
 	}
 	return Owner(vip, cands)
+}
+
+// eligible are those of names that may hold vip: of its group, and, when
+// it is advertised over BGP, with a session of its family; g.mu is held.
+func (g *Gossip) eligible(names []string, vip netip.Addr) []string {
+	out := g.candGroups.in(names, g.groupOf(vip))
+	if g.obs.Advertised[vip] {
+		out = g.candBGP.advertising(out, vip)
+	}
+	return out
 }
 
 // Successor returns the member that would hold vip if this host left
@@ -234,13 +257,15 @@ func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
-	others := slices.DeleteFunc(slices.Clone(g.cands), func(c string) bool { return c == g.cfg.Name })
-	if leaving && len(others) == 0 {
-		others = g.holdingDown()
+	notSelf := func(c string) bool { return c == g.cfg.Name }
+	others := slices.DeleteFunc(slices.Clone(g.cands), notSelf)
+	drainers := slices.DeleteFunc(slices.Clone(g.drainers), notSelf)
+	cands := g.eligible(others, vip)
+	if len(cands) == 0 {
+		cands = g.eligible(drainers, vip)
 	}
-	cands := g.candGroups.in(others, g.groupOf(vip))
-	if g.obs.Advertised[vip] {
-		cands = g.candBGP.advertising(cands, vip)
+	if leaving && len(others)+len(drainers) == 0 {
+		cands = g.eligible(g.holdingDown(), vip)
 	}
 	return Owner(vip, cands)
 }
@@ -266,6 +291,7 @@ func (g *Gossip) Observe(o Observation) {
 		VIPs: slices.Clone(o.VIPs), DataPlaneErr: o.DataPlaneErr, NodesReachable: o.NodesReachable,
 		Groups: o.Groups, MyGroups: slices.Clone(o.MyGroups),
 		Advertised: o.Advertised, Sessions: slices.Clone(o.Sessions), Fresh: o.Fresh,
+		Draining: o.Draining,
 	}
 	if len(g.obs.MyGroups) > MaxGroups {
 		g.obs.MyGroups = g.obs.MyGroups[:MaxGroups]
@@ -301,7 +327,7 @@ func (g *Gossip) Observe(o Observation) {
 func (g *Gossip) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := Status{State: g.ready.state, Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health}
+	st := Status{State: g.state(), Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health}
 	if g.probes != nil {
 		st.InUse = slices.Collect(maps.Values(g.probes.reported))
 		slices.SortFunc(st.InUse, func(a, b InUse) int { return a.VIP.Compare(b.VIP) })
@@ -341,28 +367,65 @@ func (g *Gossip) evaluate(now time.Time) bool {
 	forgetHeard(g.heard, now, window)
 	peers = append(peers, linkPeers(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers, g.gossiped)...)
 	g.health = g.gerrs.health(now, unjoined(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers), g.hostOfIP, g.cfg.BindPort)
+	wasServing := g.ready.state == StateReady && g.drainSince.IsZero()
 	g.ready.update(now, Health{Joined: g.joined, Problem: g.problem()}, peersOf(peers))
 	g.bgp.update(now, g.joined, g.obs.Sessions, peers)
-	cands := candidates(g.cfg.Name, g.ready.state, peers)
+	draining := g.obs.Draining && g.ready.state == StateReady
+	switch {
+	case !draining:
+		g.drainSince = time.Time{}
+	case g.drainSince.IsZero() && wasServing:
+		g.drainSince = now // it holds its share: a hand-over
+	case g.drainSince.IsZero():
+		g.drainSince = now.Add(-drainHandover) // Ready while cordoned: it holds nothing to hand over
+	}
+	yields := draining && !now.Before(g.drainSince.Add(drainHandover))
+	g.yielded = yields
+	selfState := g.ready.state
+	if yields {
+		selfState = StateDraining
+	}
+	cands := candidates(g.cfg.Name, selfState, peers)
+	drainers := drainersOf(g.cfg.Name, yields, peers)
 	groups := candidateGroups{g.cfg.Name: g.myGroups()}
 	fams := candidateFamilies{g.cfg.Name: g.bgp.families()}
 	for _, p := range peers {
 		groups[p.Name] = p.Groups
 		fams[p.Name] = p.BGP
 	}
-	changed := !slices.Equal(cands, g.cands) || !groups.equal(g.candGroups) || !fams.equal(g.candBGP)
-	g.cands, g.candGroups, g.candBGP = cands, groups, fams
+	changed := !slices.Equal(cands, g.cands) || !slices.Equal(drainers, g.drainers) || !groups.equal(g.candGroups) || !fams.equal(g.candBGP)
+	g.cands, g.drainers, g.candGroups, g.candBGP = cands, drainers, groups, fams
 	return changed
 }
 
 // wake is when evaluate must run again although nothing else changed
 // (zero: never): the end of a hold-down; g.mu is held.
 func (g *Gossip) wake() time.Time {
-	w, b := g.ready.wake(), g.bgp.wake()
-	if w.IsZero() || !b.IsZero() && b.Before(w) {
-		return b
+	w := g.ready.wake()
+	for _, t := range []time.Time{g.bgp.wake(), g.drainWake()} {
+		if w.IsZero() || !t.IsZero() && t.Before(w) {
+			w = t
+		}
 	}
 	return w
+}
+
+// drainWake is the end of this host's drain hand-over, while it runs
+// (zero: none); g.mu is held.
+func (g *Gossip) drainWake() time.Time {
+	if g.drainSince.IsZero() || g.yielded || !g.obs.Draining || g.ready.state != StateReady {
+		return time.Time{}
+	}
+	return g.drainSince.Add(drainHandover)
+}
+
+// state is the State this host publishes: its readiness, Draining while
+// it is Ready and its Node cordoned; g.mu is held.
+func (g *Gossip) state() State {
+	if g.obs.Draining && g.ready.state == StateReady {
+		return StateDraining
+	}
+	return g.ready.state
 }
 
 // Run gossips, keeps this host's State and watches for conflicts until ctx
@@ -530,7 +593,7 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		changed := g.evaluate(time.Now())
 		announce := g.newPeer
 		g.newPeer = false
-		state, groups, fams := g.ready.state, g.myGroups(), g.bgp.families()
+		state, groups, fams := g.state(), g.myGroups(), g.bgp.families()
 		publish := state != g.published || !slices.Equal(groups, g.pubGroups) || !slices.Equal(fams, g.pubBGP)
 		g.published, g.pubGroups, g.pubBGP = state, groups, fams
 		problem, cands, peers := g.problem(), slices.Clone(g.cands), len(g.peers)
@@ -607,7 +670,7 @@ func (d delegate) NodeMeta(int) []byte {
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
 	fams := encodeFamilies(d.g.bgp.families())
-	state := d.g.ready.state
+	state := d.g.state()
 	if d.g.leaving {
 		state, fams = StateLeaving, ""
 	}

@@ -47,7 +47,7 @@ func decodeMeta(b []byte) (meta, error) {
 		return meta{State: StateStarting}, fmt.Errorf("gossip metadata: %w", err)
 	}
 	switch m.State {
-	case StateStarting, StateUnhealthy, StateHoldDown, StateReady, StateLeaving:
+	case StateStarting, StateUnhealthy, StateHoldDown, StateReady, StateLeaving, StateDraining:
 	default:
 		return meta{State: StateStarting, MAC: m.MAC, Groups: m.Groups}, fmt.Errorf("gossip metadata: unknown state %q", m.State)
 	}

@@ -74,12 +74,12 @@ func setInUse(n int) { addressesInUse.Set(float64(n)) }
 
 func (g *Gossip) recordMetrics() {
 	g.mu.Lock()
-	count := map[State]int{g.ready.state: 1}
+	count := map[State]int{g.state(): 1}
 	for _, p := range g.peers {
 		count[p.State]++
 	}
 	g.mu.Unlock()
-	for _, s := range []State{StateStarting, StateUnhealthy, StateHoldDown, StateReady, StateLeaving} {
+	for _, s := range []State{StateStarting, StateUnhealthy, StateHoldDown, StateReady, StateLeaving, StateDraining} {
 		members.WithLabelValues(string(s)).Set(float64(count[s]))
 	}
 }

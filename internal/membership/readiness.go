@@ -32,6 +32,12 @@ const (
 	// before is still holding down. An agent that does not know this
 	// State reads it as Starting, with the same effect.
 	StateLeaving State = "Leaving"
+	// StateDraining: Ready, but its Node is cordoned (kubectl cordon or
+	// drain: maintenance, a reboot to come). It owns an address only when
+	// no Ready member may: the others take its share over, and a single
+	// host keeps serving until it stops. Published only; an agent that
+	// does not know this State reads it as Starting (never an owner).
+	StateDraining State = "Draining"
 )
 
 // Health is what a host knows about itself.
@@ -73,7 +79,7 @@ func peersOf(members []Member) Peers {
 	var p Peers
 	for _, m := range members {
 		p.Alive = true
-		p.Serving = p.Serving || m.State == StateReady
+		p.Serving = p.Serving || m.State == StateReady || m.State == StateDraining
 	}
 	return p
 }
@@ -144,6 +150,22 @@ func candidates(self string, selfState State, peers []Member) []string {
 	}
 	for _, p := range peers {
 		if p.State == StateReady && p.Name != self {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// drainersOf are the Draining members, this host included when it yields
+// (self draining and past its hand-over); sorted.
+func drainersOf(self string, selfYields bool, peers []Member) []string {
+	var out []string
+	if selfYields {
+		out = append(out, self)
+	}
+	for _, p := range peers {
+		if p.State == StateDraining && p.Name != self {
 			out = append(out, p.Name)
 		}
 	}

@@ -127,6 +127,9 @@ func TestCluster(t *testing.T) {
 	t.Run("agents rolled out (kubectl rollout restart) with two hosts: no connection lost, passthrough and proxy", func(t *testing.T) {
 		checkAgentsRolledOut(t, c, dyn)
 	})
+	t.Run("a load-balancer host drained, rebooted and uncordoned: its addresses move first, no connection lost", func(t *testing.T) {
+		checkDrainAndReboot(t, c, dyn)
+	})
 	// Failovers with a Local Service on the workers: see deployOnWorkers.
 	steady := deployOnWorkers(t, c, "steady")
 	t.Run("agent container killed", func(t *testing.T) { checkFailover(t, c, dyn, steady) })

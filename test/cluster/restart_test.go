@@ -203,24 +203,7 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 	ctx := t.Context()
 	s := newHAScenario(t, c, dyn, "roll")
 	defer s.stop()
-	type rolled struct {
-		forwarding string
-		vip        netip.Addr
-		client     *availability.Client
-	}
-	var svcs []*rolled
-	for i, fwd := range []string{"passthrough", "proxy", "passthrough", "proxy"} {
-		vip := s.createService(t, fmt.Sprintf("roll-%d", i), 1, func(o *corev1.Service) {
-			o.Annotations[annotation.Forwarding] = fwd
-		})[0]
-		svcs = append(svcs, &rolled{forwarding: fwd, vip: vip})
-	}
-	s.waitReadyMembers(t, "roll", len(svcs))
-	for _, r := range svcs {
-		waitServing(t, lbClient(s.client), fmt.Sprintf("http://%s/", netip.AddrPortFrom(r.vip, 8080)))
-		r.client = s.startClient(t, r.vip, availability.Options{Every: 20 * time.Millisecond, Held: 4})
-	}
-	time.Sleep(2 * time.Second) // the held connections open, the streams run
+	svcs := s.startForwarded(t, "roll")
 
 	began := time.Now()
 	if err := c.RolloutRestart(ctx, "DaemonSet", "groundcloud-agent"); err != nil {
@@ -256,4 +239,33 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 		}
 		expectHeld(t, r.client, what, began)
 	}
+}
+
+// forwarded is a Service of one forwarding, its address and its client.
+type forwarded struct {
+	forwarding string
+	vip        netip.Addr
+	client     *availability.Client
+}
+
+// startForwarded creates Services "<prefix>-0" to "-3", passthrough and
+// proxy by turns, waits until every load-balancer host is a Ready member
+// for them and each answers, and starts a client of each: a new
+// connection every 20 ms, four held (open when it returns).
+func (s *haScenario) startForwarded(t *testing.T, prefix string) []*forwarded {
+	t.Helper()
+	var svcs []*forwarded
+	for i, fwd := range []string{"passthrough", "proxy", "passthrough", "proxy"} {
+		vip := s.createService(t, fmt.Sprintf("%s-%d", prefix, i), 1, func(o *corev1.Service) {
+			o.Annotations[annotation.Forwarding] = fwd
+		})[0]
+		svcs = append(svcs, &forwarded{forwarding: fwd, vip: vip})
+	}
+	s.waitReadyMembers(t, prefix, len(svcs))
+	for _, r := range svcs {
+		waitServing(t, lbClient(s.client), fmt.Sprintf("http://%s/", netip.AddrPortFrom(r.vip, 8080)))
+		r.client = s.startClient(t, r.vip, availability.Options{Every: 20 * time.Millisecond, Held: 4})
+	}
+	time.Sleep(2 * time.Second) // the held connections open, the streams run
+	return svcs
 }
