@@ -119,13 +119,15 @@ type Config struct {
 	// addresses and rules; otherwise it leaves them for the next agent
 	// (stop.go). nil: every stop is for good.
 	ForGood func(ctx context.Context) (forGood bool, why string)
-	// LBHosts selects the Nodes that are load-balancer hosts: the agent
-	// DaemonSet's nodeSelector, read once at the start (a change rolls
-	// the agents out anyway). Proxy forwarding gives them no new flows
-	// while another node is healthy, so that every host fills the buckets
-	// the same way (dataplane.State.LBNodes). nil: none known (an agent
-	// without --daemonset); only this host's own Node is left out.
-	LBHosts labels.Selector
+	// LBHosts reads the selector of the Nodes that are load-balancer
+	// hosts: the agent DaemonSet's nodeSelector (a change rolls the
+	// agents out anyway, so the first answer is kept). Proxy forwarding
+	// gives them no new flows while another node is healthy, so that
+	// every host fills the buckets the same way (dataplane.State.LBNodes).
+	// Until it has answered (tried again at most every lbHostsRetry),
+	// and when nil (an agent without --daemonset), only this host's own
+	// Node is left out.
+	LBHosts func(ctx context.Context) (labels.Selector, error)
 	// Reconnect closes the connections to the apiserver (nil: never).
 	// Membership calls it when the interface comes back up: a status write
 	// on a connection opened before would wait for TCP to retransmit,
@@ -141,15 +143,17 @@ type Runnable interface {
 
 // Agent is one load-balancer host's agent.
 type Agent struct {
-	lastLBNodes []string // lbNodes' last answer, logged when it changes
-	cfg         Config
-	client      *lbapi.Client
-	informer    cache.SharedIndexInformer
-	lister      lbapi.Lister
-	nodes       cache.SharedIndexInformer // Nodes, trimmed by backends.Transform
-	nodeList    corelisters.NodeLister
-	checker     *health.Checker
-	runner      *async.Runner
+	lastLBNodes  []string        // lbNodes' last answer, logged when it changes
+	lbHosts      labels.Selector // Config.LBHosts' answer, once it has given one
+	lbHostsTried time.Time       // when Config.LBHosts was last asked
+	cfg          Config
+	client       *lbapi.Client
+	informer     cache.SharedIndexInformer
+	lister       lbapi.Lister
+	nodes        cache.SharedIndexInformer // Nodes, trimmed by backends.Transform
+	nodeList     corelisters.NodeLister
+	checker      *health.Checker
+	runner       *async.Runner
 
 	reannounce     atomic.Bool // announce held addresses after the next sync
 	sessions       bgpSessions // this host's established BGP sessions
@@ -547,12 +551,30 @@ func (a *Agent) host(ctx context.Context, lbs []*v1alpha1.LoadBalancer) Host {
 	return h
 }
 
-// lbNodes are the Nodes Config.LBHosts selects, sorted; nil without it.
+// lbHostsRetry is how soon a failed read of the load-balancer hosts'
+// selector is tried again.
+const lbHostsRetry = 5 * time.Second
+
+// lbNodes are the Nodes that Config.LBHosts selects, sorted; nil without
+// it or while it has not answered.
 func (a *Agent) lbNodes(ctx context.Context) []string {
 	if a.cfg.LBHosts == nil || a.nodeList == nil {
 		return nil
 	}
-	nodes, err := a.nodeList.List(a.cfg.LBHosts)
+	if a.lbHosts == nil && time.Since(a.lbHostsTried) >= lbHostsRetry {
+		a.lbHostsTried = time.Now()
+		cctx, cancel := context.WithTimeout(ctx, stopTimeout)
+		sel, err := a.cfg.LBHosts(cctx)
+		cancel()
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot tell the load-balancer hosts' Nodes yet; proxy forwarding leaves out only this host's own Node meanwhile, and a flow may change node when its address moves", "retryIn", lbHostsRetry)
+		}
+		a.lbHosts = sel
+	}
+	if a.lbHosts == nil {
+		return nil
+	}
+	nodes, err := a.nodeList.List(a.lbHosts)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot list the load-balancer hosts' Nodes")
 		return nil
@@ -563,7 +585,7 @@ func (a *Agent) lbNodes(ctx context.Context) []string {
 	}
 	slices.Sort(out)
 	if !slices.Equal(out, a.lastLBNodes) {
-		klog.FromContext(ctx).Info("Load-balancer hosts' Nodes, which get no new proxy flows while another node is healthy", "nodes", out, "selector", a.cfg.LBHosts.String())
+		klog.FromContext(ctx).Info("Load-balancer hosts' Nodes, which get no new proxy flows while another node is healthy", "nodes", out, "selector", a.lbHosts.String())
 		a.lastLBNodes = out
 	}
 	return out

@@ -263,7 +263,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Backends:      rules,
 		Reconnect:     dialer.CloseAll,
 		ForGood:       o.forGood(dyn, core.Nodes()),
-		LBHosts:       o.lbHosts(ctx, dyn, core.Nodes()),
+		LBHosts:       o.lbHosts(dyn, core.Nodes()),
 	})
 	speaker, err := o.speaker(ctx, cc, own.Events, a.bgpSessionChanged)
 	if err != nil {
@@ -289,22 +289,14 @@ func (o *Options) forGood(dyn dynamic.Interface, nodes kubecore.Nodes) func(cont
 	return DaemonSetStop{Dynamic: dyn, Nodes: nodes, Namespace: ns, Name: name, Node: o.Host}.ForGood
 }
 
-// lbHosts is Config.LBHosts: the nodeSelector of --daemonset, read now;
-// nil without --daemonset or when it cannot be read (logged: then this
-// host's buckets of proxy forwarding may differ from the others').
-func (o *Options) lbHosts(ctx context.Context, dyn dynamic.Interface, nodes kubecore.Nodes) labels.Selector {
+// lbHosts is Config.LBHosts: the nodeSelector of --daemonset; nil
+// without --daemonset.
+func (o *Options) lbHosts(dyn dynamic.Interface, nodes kubecore.Nodes) func(context.Context) (labels.Selector, error) {
 	ns, name, _ := parseDaemonSet(o.DaemonSet) // validated
 	if name == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
-	defer cancel()
-	sel, err := DaemonSetStop{Dynamic: dyn, Nodes: nodes, Namespace: ns, Name: name, Node: o.Host}.HostSelector(ctx)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot tell the load-balancer hosts' Nodes; proxy forwarding leaves out only this host's own Node, and a flow may change node when its address moves")
-		return nil
-	}
-	return sel
+	return DaemonSetStop{Dynamic: dyn, Nodes: nodes, Namespace: ns, Name: name, Node: o.Host}.HostSelector
 }
 
 func (o *Options) restConfig() (*rest.Config, error) {

@@ -193,12 +193,11 @@ func podReady(p *corev1.Pod) bool {
 // host's agent stopped as soon as the new one is Ready, still in its
 // --ownership-hold-down) while a client of two passthrough and two proxy
 // Services, whose addresses both hosts share, opens a new connection every
-// 20 ms to each and holds four: some host holds each address throughout,
-// and for passthrough none fails and none breaks. For proxy forwarding the
-// losses are logged only: on this topology (load-balancer hosts that are
-// Nodes) one run in three still lost a few new connections and two held
-// ones at a handover (before the fixes this test came with: every run,
-// 4 to 12 new ones and half the held ones), which is not yet explained.
+// 20 ms to each and holds four: none breaks, some host holds each address
+// throughout, and no new passthrough connection fails. New proxy
+// connections are logged: in one run of seven one failed (of about
+// 1,300), a handshake in flight at a handover (the node's answer reaches
+// the new holder, which has no entry for the half-open connection).
 func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) {
 	ctx := t.Context()
 	s := newHAScenario(t, c, dyn, "roll")
@@ -231,10 +230,7 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 				t.Errorf("%s held by no host at %s (%s after the rollout began)", r.vip, ch.At.Format(time.StampMilli), ch.At.Sub(began).Round(time.Millisecond))
 			}
 		}
-		if r.forwarding != "passthrough" {
-			continue
-		}
-		if o.Failed > 0 {
+		if o.Failed > 0 && r.forwarding == "passthrough" {
 			t.Errorf("%s: %d of %d new connections failed (gap %s), want none", what, o.Failed, o.Attempts, o.Gap.Round(time.Millisecond))
 		}
 		expectHeld(t, r.client, what, began)
