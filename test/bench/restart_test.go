@@ -281,7 +281,14 @@ through the controller manager.
 Before this benchmark, the scale benchmark measured the same deletion
 with one load-balancer host on 2026-12-03, when every stopping agent
 removed its addresses and rules: 106 to 131 of 214 to 242 new
-connections failed (a gap of 2.2 to 2.9 s).
+connections failed (a gap of 2.2 to 2.9 s). The agents' rolling update,
+before the stopping agent handed its addresses to a host in its
+hold-down: the upgrade lane's downgrade (the same two dedicated hosts,
+docs/install.md "Upgrading") lost 99 to 237 new proxy connections (gaps
+of 2 to 5 s), and the previous release's agents still do when they stop
+(42 to 51 of about 1,600 upgrading from it); on load-balancer hosts that
+are Nodes (test/cluster TestCluster) half the held connections of both
+forwardings broke as well.
 
 `)
 	b.WriteString("```\n")
