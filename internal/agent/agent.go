@@ -143,6 +143,7 @@ type Runnable interface {
 
 // Agent is one load-balancer host's agent.
 type Agent struct {
+	ready        readiness       // what /readyz says
 	lastLBNodes  []string        // lbNodes' last answer, logged when it changes
 	lbHosts      labels.Selector // Config.LBHosts' answer, once it has given one
 	lbHostsTried time.Time       // when Config.LBHosts was last asked
@@ -239,6 +240,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if a.cfg.BGP != nil {
+		if a.advertisedBefore() {
+			a.ready.expectBGP(time.Now())
+		}
 		a.restartRoutes(logger)
 		wg.Go(func() {
 			if err := a.cfg.BGP.Run(runCtx); err != nil {
@@ -415,6 +419,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	routes := a.routes(an, syncErr == nil && a.nodesReachable(plan))
 	a.forgetGained(ctx, append(slices.Clone(owned), an.held(routes)...), passthroughOnly(plan.State))
 	announced := a.advertise(routes)
+	a.ready.note(syncErr == nil, len(announced) > 0 && len(a.sessions.families()) > 0)
 	a.advertised.Store(&advertisedRoutes{all: routeAddrs(routes), elected: an.held(routes)})
 	addrStart := time.Now()
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
@@ -659,6 +664,15 @@ func (a *Agent) RequestSync() { a.runner.Request() }
 // Stuck reports whether the sync loop is stuck (see async.Runner.Stuck);
 // /healthz fails then.
 func (a *Agent) Stuck() error { return a.runner.Stuck() }
+
+// Ready says why the agent is not ready yet (nil: it is): its /readyz,
+// the Pod's readiness (see readiness).
+func (a *Agent) Ready() error {
+	if err := a.runner.Stuck(); err != nil {
+		return err
+	}
+	return a.ready.ready(time.Now())
+}
 
 // report writes each LoadBalancer's status where it changed, with
 // reportWorkers writes in flight.

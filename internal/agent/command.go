@@ -273,7 +273,7 @@ func (o *Options) Run(ctx context.Context) error {
 		a.cfg.Announcer, a.cfg.BGP = speaker, speaker
 	}
 	if o.MetricsBindAddress != "" {
-		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling, a.Stuck); err != nil {
+		if err := serveMetrics(ctx, o.MetricsBindAddress, o.Profiling, a.Stuck, a.Ready); err != nil {
 			return err
 		}
 	}
@@ -308,10 +308,11 @@ func (o *Options) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// serveMetrics serves /metrics and /healthz on addr, and with profiling
-// the Go profiles under /debug/pprof/. /healthz fails (500, with the
-// reason) while stuck returns an error.
-func serveMetrics(ctx context.Context, addr string, profiling bool, stuck func() error) error {
+// serveMetrics serves /metrics, /healthz and /readyz on addr, and with
+// profiling the Go profiles under /debug/pprof/. /healthz fails (500, with
+// the reason) while stuck returns an error, /readyz (503) while ready
+// does.
+func serveMetrics(ctx context.Context, addr string, profiling bool, stuck, ready func() error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
@@ -321,6 +322,13 @@ func serveMetrics(ctx context.Context, addr string, profiling bool, stuck func()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := stuck(); err != nil {
 			http.Error(w, "sync loop stuck: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))

@@ -30,7 +30,7 @@ func TestServeMetricsProfiling(t *testing.T) {
 		addr := ln.Addr().String()
 		_ = ln.Close()
 		ctx, cancel := context.WithCancel(context.Background())
-		if err := serveMetrics(ctx, addr, profiling, func() error { return nil }); err != nil {
+		if err := serveMetrics(ctx, addr, profiling, func() error { return nil }, func() error { return nil }); err != nil {
 			cancel()
 			t.Fatal(err)
 		}

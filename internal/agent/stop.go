@@ -272,3 +272,15 @@ func (a *Agent) keepOwned(owned []netip.Addr) {
 	c := slices.Clone(owned)
 	a.owned.Store(&c)
 }
+
+// advertisedBefore reports whether the LoadBalancers' status says this
+// host advertises some address over BGP: read at the start, it was its
+// predecessor.
+func (a *Agent) advertisedBefore() bool {
+	for _, hosts := range a.announcers() {
+		if slices.Contains(hosts, a.cfg.Host) {
+			return true
+		}
+	}
+	return false
+}

@@ -273,7 +273,8 @@ func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
 }
 
 // /healthz follows the sync loop: it fails while a sync hangs, and is ok
-// again once the loop moves.
+// again once the loop moves. /readyz fails until a sync has programmed
+// the data plane.
 func TestHealthzFailsWhileTheSyncLoopIsStuck(t *testing.T) {
 	dp := &recordingDataPlane{block: make(chan struct{})}
 	a := testAgent(t, Config{DataPlane: dp, MinSync: 10 * time.Millisecond, MaxSync: 100 * time.Millisecond}, newLB("web", func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }))
@@ -283,16 +284,20 @@ func TestHealthzFailsWhileTheSyncLoopIsStuck(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	if err := serveMetrics(t.Context(), addr, false, a.Stuck); err != nil {
+	if err := serveMetrics(t.Context(), addr, false, a.Stuck, a.Ready); err != nil {
 		t.Fatal(err)
 	}
-	healthz := func() int {
-		resp, err := http.Get("http://" + addr + "/healthz")
+	get := func(path string) int {
+		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode
+	}
+	healthz := func() int { return get("/healthz") }
+	if code := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before a sync: %d, want 503", code)
 	}
 	if code := healthz(); code != http.StatusOK {
 		t.Errorf("/healthz before the agent runs: %d, want 200", code)
@@ -304,6 +309,7 @@ func TestHealthzFailsWhileTheSyncLoopIsStuck(t *testing.T) {
 	dp.block = nil
 	dp.mu.Unlock()
 	waitFor(t, "/healthz to be ok once syncs run", func() bool { return healthz() == http.StatusOK })
+	waitFor(t, "/readyz to be ok once a sync programmed the data plane", func() bool { return get("/readyz") == http.StatusOK })
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -223,8 +223,9 @@ func TestChartAgentMetricsAddress(t *testing.T) {
 			if got := parseAgentArgs(t, c).Flags().Lookup("metrics-bind-address").Value.String(); got != tt.wantBind {
 				t.Errorf("--metrics-bind-address = %q, want %q", got, tt.wantBind)
 			}
-			want := &corev1.HTTPGetAction{Host: tt.wantProbe, Path: "/healthz", Port: intstr.FromInt32(10263), Scheme: corev1.URISchemeHTTP}
 			for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+				path := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
+				want := &corev1.HTTPGetAction{Host: tt.wantProbe, Path: path, Port: intstr.FromInt32(10263), Scheme: corev1.URISchemeHTTP}
 				if diff := cmp.Diff(want, p.HTTPGet); diff != "" {
 					t.Errorf("%s probe (-want +got):\n%s", name, diff)
 				}

@@ -181,12 +181,13 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("privileged %v, allowPrivilegeEscalation %v: want both false", sc.Privileged, sc.AllowPrivilegeEscalation)
 	}
 
-	wantProbe := &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromInt32(10263), Scheme: corev1.URISchemeHTTP}
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil {
 			t.Errorf("no HTTP %s probe", name)
 			continue
 		}
+		path := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
+		wantProbe := &corev1.HTTPGetAction{Host: "127.0.0.1", Path: path, Port: intstr.FromInt32(10263), Scheme: corev1.URISchemeHTTP}
 		if diff := cmp.Diff(wantProbe, p.HTTPGet); diff != "" {
 			t.Errorf("%s probe (-want +got):\n%s", name, diff)
 		}
