@@ -317,8 +317,9 @@ func lbClient(h *netlab.Host) *http.Client {
 // Pods. Every connection through the VIP is answered, over IPv4 and IPv6:
 // the holder sends none of them to its own node, whose NodePort it cannot
 // reach through its own DNAT (netfilter maps a connection's destination
-// once per hook, so kube-proxy's NodePort rule would never see it); every
-// other node receives its share.
+// once per hook, so kube-proxy's NodePort rule would never see it), nor
+// to another load-balancer host's, so that every host fills the buckets
+// alike (dataplane.ForNewFlows); every other node receives its share.
 func checkHostAsNode(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, s *lbScenario) {
 	r := newReceivers(t, c)
 	client := lbClient(c.Clients["client"])
@@ -332,7 +333,10 @@ func checkHostAsNode(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface
 			t.Errorf("%d connections through %s went to its holder's own node %s", got[own], vip, own)
 		}
 		for _, n := range c.Nodes {
-			if n.Name != own && got[n.Name] == 0 {
+			switch {
+			case n.LoadBalancer && got[n.Name] > 0:
+				t.Errorf("%d connections through %s went to load-balancer host %s's node", got[n.Name], vip, n.Name)
+			case !n.LoadBalancer && got[n.Name] == 0:
 				t.Errorf("node %s received none of the connections through %s", n.Name, vip)
 			}
 		}
