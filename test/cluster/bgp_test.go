@@ -137,6 +137,11 @@ func TestBGP(t *testing.T) {
 		t.Run("L2 failover: the host comes back: its addresses return once, after the hold-down", fo.checkComesBack)
 		t.Run("L2 failover: the apiserver away for 60 s: no failed connection, no address moves", fo.checkAPIServerAway)
 	}
+	// The agents' rolling update with three hosts, BGP sessions (graceful
+	// restart, BFD) and the L2 pool's addresses shared (restart_test.go).
+	t.Run("agents rolled out (kubectl rollout restart) with three hosts: no held connection lost, some host holds each address", func(t *testing.T) {
+		checkAgentsRolledOut(t, c, dynOf(t, c))
+	})
 	if t.Failed() {
 		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("bfdd"), r.Log("zebra")) {
 			t.Logf("tail of %s:\n%s", log, controlplane.LogTail(log, 30))
