@@ -66,11 +66,11 @@ func stopVerdict(dsName, nodeName string, ds *unstructured.Unstructured, dsErr e
 	case nodeErr != nil:
 		return false, fmt.Sprintf("cannot read Node %s, taken for a restart: %v", nodeName, nodeErr)
 	}
-	sel, _, err := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+	sel, err := nodeSelectorOf(ds)
 	if err != nil {
 		return false, fmt.Sprintf("cannot read the nodeSelector of DaemonSet %s, taken for a restart: %v", dsName, err)
 	}
-	if !labels.SelectorFromSet(sel).Matches(labels.Set(node.Labels)) {
+	if !sel.Matches(labels.Set(node.Labels)) {
 		return true, "DaemonSet " + dsName + " no longer selects Node " + nodeName
 	}
 	return false, "DaemonSet " + dsName + " still runs on Node " + nodeName + ": a restart"
@@ -95,9 +95,18 @@ func (d DaemonSetStop) HostSelector(ctx context.Context) (labels.Selector, error
 	if err != nil {
 		return nil, fmt.Errorf("read DaemonSet %s/%s: %w", d.Namespace, d.Name, err)
 	}
-	sel, _, err := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+	sel, err := nodeSelectorOf(ds)
 	if err != nil {
 		return nil, fmt.Errorf("the nodeSelector of DaemonSet %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return sel, nil
+}
+
+// nodeSelectorOf is the selector of a DaemonSet's nodeSelector.
+func nodeSelectorOf(ds *unstructured.Unstructured) (labels.Selector, error) {
+	sel, _, err := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+	if err != nil {
+		return nil, err
 	}
 	return labels.SelectorFromSet(sel), nil
 }

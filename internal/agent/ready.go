@@ -34,7 +34,7 @@ func (r *readiness) expectBGP(now time.Time) {
 	r.start, r.wantBGP = now, true
 }
 
-// synced records a sync: whether the data plane was programmed, and
+// note records a sync: whether the data plane was programmed, and
 // whether routes are advertised over an established session.
 func (r *readiness) note(programmed, advertising bool) {
 	r.mu.Lock()
