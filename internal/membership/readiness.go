@@ -144,28 +144,23 @@ type Member struct {
 // candidates are the members that may own addresses: the Ready ones, this
 // host included when it is Ready; sorted.
 func candidates(self string, selfState State, peers []Member) []string {
-	var out []string
-	if selfState == StateReady {
-		out = append(out, self)
-	}
-	for _, p := range peers {
-		if p.State == StateReady && p.Name != self {
-			out = append(out, p.Name)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return membersIn(StateReady, self, selfState == StateReady, peers)
 }
 
 // drainersOf are the Draining members, this host included when it yields
 // (self draining and past its hand-over); sorted.
 func drainersOf(self string, selfYields bool, peers []Member) []string {
+	return membersIn(StateDraining, self, selfYields, peers)
+}
+
+// membersIn are the peers in state, and self when selfIn; sorted.
+func membersIn(state State, self string, selfIn bool, peers []Member) []string {
 	var out []string
-	if selfYields {
+	if selfIn {
 		out = append(out, self)
 	}
 	for _, p := range peers {
-		if p.State == StateDraining && p.Name != self {
+		if p.State == state && p.Name != self {
 			out = append(out, p.Name)
 		}
 	}
