@@ -27,21 +27,10 @@ import (
 )
 
 // The upgrade and downgrade lane (docs/install.md "Upgrading"): the
-// previous release installed from its own deploy/ and images, Services of
-// each kind with long-lived connections and a stream of new ones, an
-// upgrade to this working tree by the documented steps, then a downgrade
-// back.
-const (
-	// previousRelease is the release the lane upgrades from and downgrades
-	// to, the one place that names it: the parent of c40c632 ("agent
-	// placement: a label kubelets cannot set"), the last commit whose
-	// agents run on previousHostLabel. Move it when a release changes the
-	// LoadBalancer schema, flags or placement again (or to a release tag
-	// once there are releases).
-	previousRelease = "ec050137503c151bf6f372da0123f232a6f9c247"
-	// previousHostLabel places previousRelease's agents.
-	previousHostLabel = "groundcloud.io/load-balancer"
-)
+// previous release (realcluster.PreviousRelease) installed from its own
+// deploy/ or chart and images, Services of each kind with long-lived
+// connections and a stream of new ones, an upgrade to this working tree by
+// the documented steps, then a downgrade back.
 
 // upgradeKinds are the Services the lane keeps traffic on: L2
 // passthrough (the default), L2 proxy, and passthrough over BGP (every
@@ -73,18 +62,20 @@ func upgradeCloudConfig(c *realcluster.Cluster) string {
 		realcluster.BGPPeers(c.Clients["frr"])
 }
 
-// TestUpgrade installs previousRelease, upgrades it to the working tree as
-// docs/install.md says (label the hosts with the new key, apply the new
-// deploy/, remove the old label), then downgrades it back (the old key
-// again, the old deploy/, the new label removed), checking after each
+// TestUpgrade installs the previous release, upgrades it to the working tree as
+// docs/install.md says (label the hosts with the new key, install the new
+// version, remove the old label), then downgrades it back (the old key
+// again, the old version, the new label removed), checking after each
 // step: the agents on exactly the load-balancer hosts, running the
 // release's image; the controller manager's image; each Service's
 // addresses, status and LoadBalancer object unchanged and Ready; new
 // connections answered after the rollout. The connections lost while the
 // components roll (new ones, one every 20 ms, and four long-lived ones per
 // Service, opened once before the upgrade) are logged; only a hitless kind
-// (upgradeKinds) must lose no new connection. See docs/install.md
-// "Upgrading".
+// (upgradeKinds) must lose no new connection. It does so twice, on a
+// cluster each: as deploy/'s users do (kubectl apply -k, then the previous
+// release's deploy/ to go back), and as the chart's do (helm upgrade, then
+// helm rollback). See docs/install.md "Upgrading".
 func TestUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: runs a real cluster")
@@ -100,29 +91,55 @@ func TestUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The lane needs the repository's history (previousRelease). make
-	// test-upgrade (GROUNDCLOUD_UPGRADE=1) insists on it; make test skips
-	// the lane in a clone without it (a tarball, a shallow clone), saying
-	// so.
-	if os.Getenv("GROUNDCLOUD_UPGRADE") == "" && !realcluster.HasCommit(ctx, repo, previousRelease) {
-		t.Skipf("the upgrade lane needs commit %s (previousRelease) in the clone at %s: git fetch --unshallow, or make test-upgrade to fail instead", previousRelease, repo)
+	// The lane needs the repository's history (the previous release).
+	// make test-upgrade (GROUNDCLOUD_UPGRADE=1) insists on it; make test
+	// skips the lane in a clone without it (a tarball, a shallow clone),
+	// saying so.
+	dir := t.TempDir()
+	prevTree := filepath.Join(dir, "previous")
+	skip, err := realcluster.PreviousReleaseTree(ctx, repo, prevTree, os.Getenv("GROUNDCLOUD_UPGRADE") != "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skipf("the upgrade lane %s, or make test-upgrade to fail instead", skip)
 	}
 	tools, err := controlplane.ToolsDir(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	prevTree := filepath.Join(dir, "previous")
-	if err := realcluster.ExportCommit(ctx, repo, previousRelease, prevTree); err != nil {
+	current, err := realcluster.BuildRelease(ctx, repo, filepath.Join(dir, "current-images"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Two dedicated load-balancer hosts (tainted with the key the old
-	// label had: the taint stays), two workers with the Pods.
+	t.Run("kubectl", func(t *testing.T) {
+		c := startUpgradeCluster(t, tools, prevTree, false)
+		l := newUpgradeLane(t, c)
+		l.step(t, "upgrade (kubectl apply -k)", current, realcluster.PreviousHostLabel, c.Install)
+		l.step(t, "downgrade (kubectl apply -k)", l.previous, annotation.LoadBalancerHostLabel, c.Install)
+	})
+	t.Run("helm", func(t *testing.T) {
+		c := startUpgradeCluster(t, tools, prevTree, true)
+		l := newUpgradeLane(t, c)
+		l.step(t, "upgrade (helm upgrade)", current, realcluster.PreviousHostLabel, c.Install)
+		l.step(t, "downgrade (helm rollback)", l.previous, annotation.LoadBalancerHostLabel, c.Rollback)
+	})
+}
+
+// startUpgradeCluster starts a real cluster with the previous release
+// (its tree at prevTree) installed, with kubectl apply -k or with helm:
+// two dedicated load-balancer hosts (tainted with the key the old label
+// had: the taint stays), two workers with the Pods, FRR as the router of
+// the client.
+func startUpgradeCluster(t *testing.T, tools, prevTree string, helm bool) *realcluster.Cluster {
+	t.Helper()
+	ctx := t.Context()
 	c, err := realcluster.Start(ctx, realcluster.Options{
 		Topology:       netlab.Topology{LBHosts: 2, Clients: []string{"client", "frr"}},
-		Dir:            filepath.Join(dir, "cluster"),
+		Dir:            filepath.Join(t.TempDir(), "cluster"),
 		ToolsDir:       tools,
 		Repo:           prevTree,
+		Helm:           helm,
 		Logf:           t.Logf,
 		CloudConfigFor: upgradeCloudConfig,
 	})
@@ -149,40 +166,36 @@ func TestUpgrade(t *testing.T) {
 	if err := realcluster.RouteThrough(ctx, c.Clients["client"], r.Host, bgpRoute4, bgpRoute6); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.HostLabel(); got != previousHostLabel {
-		t.Fatalf("release %s places its agents on %s, want %s: is previousRelease the commit it says?", previousRelease, got, previousHostLabel)
+	if got := c.HostLabel(); got != realcluster.PreviousHostLabel {
+		t.Fatalf("release %s places its agents on %s, want %s: is realcluster.PreviousRelease the commit it says?", realcluster.PreviousRelease, got, realcluster.PreviousHostLabel)
 	}
-	previous := realcluster.Release{Repo: prevTree, ControllerManager: c.Images.ControllerManager, Agent: c.Images.Agent, Router: c.Images.Router}
-	current, err := realcluster.BuildRelease(ctx, repo, filepath.Join(dir, "current-images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(c.CP.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newUpgradeLane(t, c, dyn)
-	l.check(t, "previous release installed", previous)
-
-	l.step(t, "upgrade", current, previousHostLabel)
-	l.step(t, "downgrade", previous, annotation.LoadBalancerHostLabel)
+	return c
 }
 
 // upgradeLane is the Services the lane keeps traffic on, their addresses
 // as first served, and a client per Service.
 type upgradeLane struct {
-	s       *haScenario
-	addrs   map[string][]netip.Addr
-	clients map[string]*availability.Client
+	s *haScenario
+	// previous is the release installed at the start.
+	previous realcluster.Release
+	addrs    map[string][]netip.Addr
+	clients  map[string]*availability.Client
 	// since is where the next step's measurement starts.
 	since time.Time
 	// stepped: a step ran (the next one opens new long-lived connections).
 	stepped bool
 }
 
-func newUpgradeLane(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) *upgradeLane {
+// newUpgradeLane creates the Services on c, where the previous release
+// runs, and checks it.
+func newUpgradeLane(t *testing.T, c *realcluster.Cluster) *upgradeLane {
+	dyn, err := dynamic.NewForConfig(c.CP.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := newHAScenario(t, c, dyn, "upgrade")
-	l := &upgradeLane{s: s, addrs: map[string][]netip.Addr{}, clients: map[string]*availability.Client{}}
+	previous := realcluster.Release{Repo: c.Opts.Repo, ControllerManager: c.Images.ControllerManager, Agent: c.Images.Agent, Router: c.Images.Router}
+	l := &upgradeLane{s: s, previous: previous, addrs: map[string][]netip.Addr{}, clients: map[string]*availability.Client{}}
 	for _, k := range upgradeKinds {
 		l.addrs[k.name] = s.createService(t, k.name, 1, k.mod)
 		vip := l.addrs[k.name][0]
@@ -190,12 +203,14 @@ func newUpgradeLane(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface)
 		l.clients[k.name] = s.startClient(t, vip, availability.Options{})
 	}
 	l.since = time.Now()
+	l.check(t, "previous release installed", previous)
 	return l
 }
 
-// step installs r over what runs (its hosts labelled with its key first),
-// removes the label oldKey, then checks and reports the traffic.
-func (l *upgradeLane) step(t *testing.T, name string, r realcluster.Release, oldKey string) {
+// step installs r over what runs with install (which labels the hosts
+// with r's key first), removes the label oldKey, then checks and reports
+// the traffic.
+func (l *upgradeLane) step(t *testing.T, name string, r realcluster.Release, oldKey string, install func(context.Context, realcluster.Release) error) {
 	t.Helper()
 	ctx := t.Context()
 	if l.stepped {
@@ -209,7 +224,7 @@ func (l *upgradeLane) step(t *testing.T, name string, r realcluster.Release, old
 	}
 	l.stepped = true
 	began := time.Now()
-	if err := l.s.c.Install(ctx, r); err != nil {
+	if err := install(ctx, r); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 	t.Logf("%s: %s rolled out in %v", name, r.Repo, time.Since(began).Round(time.Second))

@@ -60,17 +60,46 @@ func (c *Cluster) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := manifests.ApplyWithConfig(ctx, c.CP.RESTConfig(), objs, installFieldManager); err != nil {
+	if err := c.apply(ctx, objs); err != nil {
 		return fmt.Errorf("install groundcloud: %w", err)
 	}
-	c.logf("installed groundcloud from deploy/ and deploy/router/ (%d objects)", len(objs))
+	c.logf("installed groundcloud from %s (%d objects)", c.installedFrom(), len(objs))
 	return nil
+}
+
+// installedFrom says what install and Install apply.
+func (c *Cluster) installedFrom() string {
+	if c.Opts.Helm {
+		return filepath.Join(c.Opts.Repo, "charts", "groundcloud") + " with helm"
+	}
+	return filepath.Join(c.Opts.Repo, "deploy") + " and deploy/router/"
+}
+
+// apply installs or upgrades to objs (renderInstall's): kubectl apply, or
+// helm upgrade --install with the same values (Options.Helm).
+func (c *Cluster) apply(ctx context.Context, objs []*unstructured.Unstructured) error {
+	if c.Opts.Helm {
+		return c.helmUpgrade(ctx)
+	}
+	return manifests.ApplyWithConfig(ctx, c.CP.RESTConfig(), objs, installFieldManager)
 }
 
 // renderInstall writes the overlay (install/ in Dir) over Opts.Repo's
 // deploy/ with the images of c.Images and renders it, as kubectl kustomize
-// does; it records the key that places the agents (hostLabel).
+// does, or with Options.Helm renders the chart with the values that say
+// the same (helm template); it records the key that places the agents
+// (hostLabel).
 func (c *Cluster) renderInstall(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	if c.Opts.Helm {
+		objs, err := c.renderChart(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c.hostLabel, err = agentHostLabel(objs); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Opts.Repo, err)
+		}
+		return objs, nil
+	}
 	dir := filepath.Join(c.Opts.Dir, "install")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

@@ -74,6 +74,12 @@ type Options struct {
 	// manager mounts at /etc/groundcloud-bmc through the component
 	// deploy/controller-manager/bmc-credentials (docs/controller-manager.md).
 	BMCCredentials map[string][]byte
+	// Helm installs groundcloud as the chart's users do: `helm upgrade
+	// --install` of Repo's charts/groundcloud, release "groundcloud" in
+	// kube-system, with values that say what the kustomize overlay says
+	// (local images, the interface facing clients, --cluster-cidr, the
+	// router), instead of kubectl apply -k over deploy/.
+	Helm bool
 	// ExtraCloudConfig is appended to the cloud-config.
 	ExtraCloudConfig string
 	// CloudConfigFor, when set, returns more cloud-config, appended after

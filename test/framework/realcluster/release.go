@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/groundcloud/groundcloud/test/framework/imagebuild"
-	"github.com/groundcloud/groundcloud/test/framework/manifests"
 )
 
 // Release is a version of groundcloud as the test bed installs it: a
@@ -98,6 +97,30 @@ func ExportCommit(ctx context.Context, repo, commit, dir string) error {
 	return nil
 }
 
+// The previous release: what the upgrade and downgrade lane (test/cluster
+// TestUpgrade) and the upgrade benchmark (test/bench
+// TestUpgradeBenchmark) upgrade from and downgrade to, named here only.
+const (
+	// PreviousRelease is the parent of c40c632 ("agent placement: a label
+	// kubelets cannot set"), the last commit whose agents run on
+	// PreviousHostLabel. Move it when a release changes the LoadBalancer
+	// schema, flags or placement again (or to a release tag once there are
+	// releases).
+	PreviousRelease = "ec050137503c151bf6f372da0123f232a6f9c247"
+	// PreviousHostLabel places PreviousRelease's agents.
+	PreviousHostLabel = "groundcloud.io/load-balancer"
+)
+
+// PreviousReleaseTree writes PreviousRelease's tree from the clone at repo
+// into dir (ExportCommit). Unless insist, a clone without it (a tarball,
+// a shallow clone) is a reason to skip, returned as skip, not an error.
+func PreviousReleaseTree(ctx context.Context, repo, dir string, insist bool) (skip string, err error) {
+	if !insist && !HasCommit(ctx, repo, PreviousRelease) {
+		return fmt.Sprintf("needs commit %s (realcluster.PreviousRelease) in the clone at %s: git fetch --unshallow", PreviousRelease, repo), nil
+	}
+	return "", ExportCommit(ctx, repo, PreviousRelease, dir)
+}
+
 // HasCommit reports whether the git clone at repo holds commit.
 func HasCommit(ctx context.Context, repo, commit string) bool {
 	_, err := catCommit(ctx, repo, commit)
@@ -112,11 +135,17 @@ func catCommit(ctx context.Context, repo, commit string) ([]byte, error) {
 // upgrade: r's images on every node (as a registry would serve them), the
 // load-balancer hosts labelled with the key r's agent DaemonSet selects
 // (before it selects it), then r's deploy/ and deploy/router/ applied
-// through the test bed's overlay (kubectl apply -k). It returns once every
-// Deployment and DaemonSet of r has rolled out and every component runs.
-// It removes no label and no object r lacks (apply -k without --prune does
+// through the test bed's overlay (kubectl apply -k), or with Options.Helm
+// r's chart (helm upgrade). It returns once every Deployment and DaemonSet
+// of r has rolled out and every component runs. It removes no label and,
+// with kubectl, no object r lacks (apply -k without --prune does
 // neither): RemoveHostLabel is the user's last step.
 func (c *Cluster) Install(ctx context.Context, r Release) error {
+	return c.installRelease(ctx, r, c.apply)
+}
+
+// installRelease installs r with apply, given what r renders to.
+func (c *Cluster) installRelease(ctx context.Context, r Release, apply func(context.Context, []*unstructured.Unstructured) error) error {
 	if err := c.importEverywhere(ctx, r.images()); err != nil {
 		return err
 	}
@@ -133,10 +162,10 @@ func (c *Cluster) Install(ctx context.Context, r Release) error {
 			}
 		}
 	}
-	if err := manifests.ApplyWithConfig(ctx, c.CP.RESTConfig(), objs, installFieldManager); err != nil {
+	if err := apply(ctx, objs); err != nil {
 		return fmt.Errorf("install %s: %w", r.Repo, err)
 	}
-	c.logf("installed groundcloud from %s (%d objects); waiting for the rollouts", r.Repo, len(objs))
+	c.logf("installed groundcloud from %s (%d objects); waiting for the rollouts", c.installedFrom(), len(objs))
 	if err := c.poll(ctx, "rollouts of "+r.Repo, func(ctx context.Context) (string, error) { return c.rolledOut(ctx, objs) }); err != nil {
 		return err
 	}
