@@ -134,37 +134,38 @@ type Gossip struct {
 	kick      chan struct{}              // capacity 1: evaluate again
 	linkState func(string) (bool, error) // linkIsUp; tests replace it
 
-	mu         sync.Mutex
-	observed   bool
-	obs        Observation
-	vips       map[netip.Addr]bool // obs.VIPs, unmapped
-	linkUp     bool
-	linkBack   bool // the link came up since the loop last looked
-	joined     bool
-	ready      *readiness
-	published  State             // the State others were last told
-	leaving    bool              // the agent stops: publish StateLeaving
-	drainers   []string          // Draining members that own what no Ready one may, sorted
-	drainSince time.Time         // when this Ready host began draining (zero: it is not)
-	yielded    bool              // its drain hand-over is over: it yields its addresses
-	peers      map[string]Member // alive (or suspect) members but this host, by name
-	macs       map[string]string // MAC -> member name, of every member ever seen
-	known      map[string]bool   // gossip addresses to join when they are not members
-	joining    map[string]bool   // joins in flight
-	cands      []string          // members that own addresses, sorted
-	candGroups candidateGroups   // the groups of each of cands
-	candBGP    candidateFamilies // the BGP families each of cands may advertise
-	pubGroups  []string          // the groups others were last told
-	bgp        bgpReadiness      // which families this host may advertise
-	pubBGP     []string          // the families others were last told
-	suppressed map[netip.Addr]bool
-	conflicts  *conflicts
-	probes     *probes // nil: new addresses are held without a probe
-	probeKick  chan struct{}
-	probeV6    bool   // the guard can probe IPv6 addresses
-	addr       string // our gossip address, host:port
-	mac        string
-	newPeer    bool // a member joined since the last evaluation
+	mu          sync.Mutex
+	observed    bool
+	obs         Observation
+	vips        map[netip.Addr]bool // obs.VIPs, unmapped
+	linkUp      bool
+	linkBack    bool // the link came up since the loop last looked
+	joined      bool
+	ready       *readiness
+	published   State             // the State others were last told
+	leaving     bool              // the agent stops: publish StateLeaving
+	drainers    []string          // Draining members that own what no Ready one may, sorted
+	drainSince  time.Time         // when this Ready host began draining (zero: it is not)
+	yielded     bool              // its drain hand-over is over: it yields its addresses
+	peers       map[string]Member // alive (or suspect) members but this host, by name
+	macs        map[string]string // MAC -> member name, of every member ever seen
+	known       map[string]bool   // gossip addresses to join when they are not members
+	joining     map[string]bool   // joins in flight
+	cands       []string          // members that own addresses, sorted
+	candGroups  candidateGroups   // the groups of each of cands
+	candBGP     candidateFamilies // the BGP families each of cands may advertise
+	pubGroups   []string          // the groups others were last told
+	bgp         bgpReadiness      // which families this host may advertise
+	pubBGP      []string          // the families others were last told
+	pubSessions []string          // the session families others were last told
+	suppressed  map[netip.Addr]bool
+	conflicts   *conflicts
+	probes      *probes // nil: new addresses are held without a probe
+	probeKick   chan struct{}
+	probeV6     bool   // the guard can probe IPv6 addresses
+	addr        string // our gossip address, host:port
+	mac         string
+	newPeer     bool // a member joined since the last evaluation
 
 	apiHosts    []Host               // obs.Hosts
 	apiMACs     map[string]string    // MAC -> host, from apiHosts
@@ -265,9 +266,29 @@ func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
 		cands = g.eligible(drainers, vip)
 	}
 	if leaving && len(others)+len(drainers) == 0 {
-		cands = g.eligible(g.holdingDown(), vip)
+		// Nobody else serves: the members in their hold-down become Ready
+		// at once, and so does, for each family of which they have an
+		// established session, their right to advertise it (bgp.go).
+		cands = g.candGroups.in(g.holdingDown(), g.groupOf(vip))
+		if g.obs.Advertised[vip] {
+			cands = slices.DeleteFunc(cands, func(c string) bool {
+				return !slices.Contains(g.candBGP.advertising([]string{c}, vip), c) && !slices.Contains(g.peers[c].Sessions, familyOf(vip))
+			})
+		}
 	}
 	return Owner(vip, cands)
+}
+
+// sessions are the families of this host's established BGP sessions,
+// sorted; g.mu is held.
+func (g *Gossip) sessions() []string {
+	out := []string{}
+	for _, f := range families {
+		if slices.Contains(g.obs.Sessions, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // holdingDown are the members in their hold-down, sorted; g.mu is held.
@@ -593,9 +614,9 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		changed := g.evaluate(time.Now())
 		announce := g.newPeer
 		g.newPeer = false
-		state, groups, fams := g.state(), g.myGroups(), g.bgp.families()
-		publish := state != g.published || !slices.Equal(groups, g.pubGroups) || !slices.Equal(fams, g.pubBGP)
-		g.published, g.pubGroups, g.pubBGP = state, groups, fams
+		state, groups, fams, sessions := g.state(), g.myGroups(), g.bgp.families(), g.sessions()
+		publish := state != g.published || !slices.Equal(groups, g.pubGroups) || !slices.Equal(fams, g.pubBGP) || !slices.Equal(sessions, g.pubSessions)
+		g.published, g.pubGroups, g.pubBGP, g.pubSessions = state, groups, fams, sessions
 		problem, cands, peers := g.problem(), slices.Clone(g.cands), len(g.peers)
 		gossip, gossipChanged := g.health, g.health != publishedGossip
 		publishedGossip = gossip
@@ -669,12 +690,12 @@ type delegate struct{ g *Gossip }
 func (d delegate) NodeMeta(int) []byte {
 	d.g.mu.Lock()
 	defer d.g.mu.Unlock()
-	fams := encodeFamilies(d.g.bgp.families())
+	fams, sessions := encodeFamilies(d.g.bgp.families()), encodeFamilies(d.g.sessions())
 	state := d.g.state()
 	if d.g.leaving {
-		state, fams = StateLeaving, ""
+		state, fams, sessions = StateLeaving, "", ""
 	}
-	return encodeMeta(meta{State: state, MAC: d.g.mac, Groups: d.g.myGroups(), BGP: &fams})
+	return encodeMeta(meta{State: state, MAC: d.g.mac, Groups: d.g.myGroups(), BGP: &fams, Sessions: &sessions})
 }
 func (delegate) NotifyMsg([]byte)                {}
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
@@ -702,6 +723,9 @@ func (g *Gossip) memberUp(n *memberlist.Node, joined bool) {
 	member := Member{Name: n.Name, State: m.State, MAC: m.MAC, Addr: addr, Groups: m.Groups}
 	if m.BGP != nil {
 		member.BGP = decodeFamilies(*m.BGP)
+	}
+	if m.Sessions != nil {
+		member.Sessions = decodeFamilies(*m.Sessions)
 	}
 	g.peers[n.Name] = member
 	g.gossiped[n.Name] = true

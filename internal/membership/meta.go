@@ -21,6 +21,10 @@ type meta struct {
 	// always written, so that none ("") differs from an older member's
 	// every (absent).
 	BGP *string `json:"b"`
+	// Sessions are the address families of its established BGP sessions
+	// (encodeFamilies), ready to advertise or not; absent from an older
+	// member's.
+	Sessions *string `json:"s,omitempty"`
 }
 
 func encodeMeta(m meta) []byte {

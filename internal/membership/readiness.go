@@ -139,6 +139,10 @@ type Member struct {
 	// BGP are the address families it may advertise over BGP; nil: every
 	// family (it publishes none: see bgp.go).
 	BGP []string
+	// Sessions are the address families of its established BGP sessions,
+	// whether or not it may advertise them yet (a member in its hold-down
+	// has them); nil: unknown (an older member publishes none).
+	Sessions []string
 }
 
 // candidates are the members that may own addresses: the Ready ones, this

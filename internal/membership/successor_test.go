@@ -42,6 +42,14 @@ func TestSuccessor(t *testing.T) {
 		{name: "a peer of the group", peers: []Member{{Name: "lb-b", State: StateReady, Groups: []string{edge}}}, group: edge, want: "lb-b"},
 		{name: "advertised, a peer without a session", peers: []Member{{Name: "lb-b", State: StateReady, BGP: []string{}}}, advertised: true, want: ""},
 		{name: "advertised, a peer with a session", peers: []Member{{Name: "lb-b", State: StateReady, BGP: []string{"ipv4"}}}, advertised: true, want: "lb-b"},
+		// A member in its hold-down may not advertise yet (BGP empty), but
+		// with an established session of the family it may at once when
+		// this host leaves and nobody else serves.
+		{name: "advertised, a peer in hold-down with a session of the family", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{"ipv4"}}}, advertised: true, want: "lb-b"},
+		{name: "advertised, a peer in hold-down with a session of the other family", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{"ipv6"}}}, advertised: true, want: ""},
+		{name: "advertised, a peer in hold-down without a session", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{}}}, advertised: true, want: ""},
+		{name: "advertised, a peer in hold-down that publishes no sessions (older)", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}}}, advertised: true, want: ""},
+		{name: "advertised, a peer in hold-down with a session, this host staying", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{"ipv4"}}}, advertised: true, staying: true, want: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +100,10 @@ func TestHoldDownEndsWhenTheOnlyServerLeaves(t *testing.T) {
 		if got := b.Successor(v, true); got != "lb-a" {
 			t.Errorf("lb-b leaving: successor of %s %q, want lb-a", v, got)
 		}
+	}
+	b.obs.Sessions = []string{"ipv6", "ipv4"}
+	if m, err := decodeMeta(delegate{b}.NodeMeta(512)); err != nil || m.Sessions == nil || *m.Sessions != encodeFamilies(b.sessions()) || len(b.sessions()) == 0 {
+		t.Fatalf("lb-b's metadata does not carry its sessions %v: %+v, %v", b.sessions(), m, err)
 	}
 	b.leaving = true
 	m, err := decodeMeta(delegate{b}.NodeMeta(512))
