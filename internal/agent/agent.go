@@ -229,6 +229,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer func() {
 		plan := a.planStopNow(logger) // before this host leaves the gossip
 		a.keepRoutes(logger, plan)
+		a.handOver(logger, plan)
 		stop()
 		wg.Wait()
 		a.finish(logger, plan)

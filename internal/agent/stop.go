@@ -38,6 +38,23 @@ type stopPlan struct {
 	// keepRoutes are the BGP routes no other host advertises: left at the
 	// routers (graceful restart), with the ruleset, for the next agent.
 	keepRoutes []netip.Prefix
+	// handOver are the BGP routes of which this host is the elected
+	// advertiser and another host is next: withdrawn after the others, once
+	// that host had time to advertise them (whatever else the plan says).
+	handOver []netip.Prefix
+}
+
+// handOverRoutes are the routes of elected (the addresses of which this
+// host is the elected advertiser) that another host advertises once this
+// one has left (successor).
+func handOverRoutes(elected []netip.Addr, successor func(netip.Addr) string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range elected {
+		if successor(v) != "" {
+			out = append(out, netip.PrefixFrom(v, v.BitLen()))
+		}
+	}
+	return out
 }
 
 // planStop is pure: held are the addresses this host holds on its
@@ -126,7 +143,7 @@ func (a *Agent) planStopNow(logger klog.Logger) stopPlan {
 		}
 		return ""
 	}
-	return planStop(held, routes, a.successor, advertiser, func() bool {
+	plan := planStop(held, routes, a.successor, advertiser, func() bool {
 		if a.cfg.ForGood == nil {
 			return true
 		}
@@ -136,6 +153,28 @@ func (a *Agent) planStopNow(logger klog.Logger) stopPlan {
 		logger.Info("Stopping", "forGood", forGood, "reason", why)
 		return forGood
 	})
+	if p := a.advertised.Load(); p != nil {
+		plan.handOver = handOverRoutes(p.elected, a.successor)
+	}
+	return plan
+}
+
+// handingOver is an Announcer that can withdraw some routes after the
+// others when it stops (*bgp.Speaker).
+type handingOver interface {
+	HandOver(prefixes []netip.Prefix)
+}
+
+// handOver tells the announcer which routes the next hosts advertise;
+// before its context ends.
+func (a *Agent) handOver(logger klog.Logger, plan stopPlan) {
+	h, ok := a.cfg.Announcer.(handingOver)
+	if !ok || len(plan.handOver) == 0 {
+		return
+	}
+	logger.Info("Handing the routes of which this host is the elected advertiser over: the next hosts advertise them before this one withdraws them",
+		"routes", plan.handOver)
+	h.HandOver(plan.handOver)
 }
 
 // advertisedRoutes are the addresses of the routes given the announcer

@@ -386,3 +386,15 @@ func TestGracefulRestartOfRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestHandOverRoutes: of the addresses this host is the elected advertiser
+// of, those another host advertises next are handed over (withdrawn last);
+// one with no successor is not (it is kept or withdrawn as planStop says).
+func TestHandOverRoutes(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::2")
+	succ := map[netip.Addr]string{b: "lb-2"}
+	got := handOverRoutes([]netip.Addr{a, b}, func(v netip.Addr) string { return succ[v] })
+	if want := []netip.Prefix{netip.MustParsePrefix("2001:db8::2/128")}; !slices.Equal(got, want) {
+		t.Errorf("handOverRoutes = %v, want %v", got, want)
+	}
+}

@@ -22,6 +22,9 @@ type Route struct {
 	Prefix      netip.Prefix
 	Communities []string // sorted, unique
 	LocalPref   *uint32
+	// MED, when set, is the route's MULTI_EXIT_DISC: only a stopping
+	// speaker sets it, on the routes it hands over (handOverMED).
+	MED *uint32
 }
 
 // Desired returns the routes this host should advertise, sorted by prefix:
@@ -84,7 +87,12 @@ func Diff(have map[netip.Prefix]Route, want []Route) (add []Route, del []netip.P
 
 func sameRoute(a, b Route) bool {
 	return a.Prefix == b.Prefix && slices.Equal(a.Communities, b.Communities) &&
-		(a.LocalPref == nil) == (b.LocalPref == nil) && (a.LocalPref == nil || *a.LocalPref == *b.LocalPref)
+		sameValue(a.LocalPref, b.LocalPref) && sameValue(a.MED, b.MED)
+}
+
+// sameValue: both unset, or both set to the same value.
+func sameValue(a, b *uint32) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func comparePrefix(a, b netip.Prefix) int {

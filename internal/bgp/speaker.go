@@ -111,6 +111,9 @@ type Speaker struct {
 	// keep are the routes the peers keep when Run ends (Keep); nil:
 	// every route is withdrawn first.
 	keep map[netip.Prefix]bool
+	// handOver are the routes another host advertises next (HandOver):
+	// withdrawn last, HandOverWait after the others.
+	handOver map[netip.Prefix]bool
 
 	// Run's own: why GoBGP does not listen (nil: it does, or need not),
 	// and whether the peers were added.
@@ -168,6 +171,23 @@ func (s *Speaker) Keep(prefixes []netip.Prefix) {
 		for _, p := range prefixes {
 			s.keep[p] = true
 		}
+	}
+}
+
+// HandOver names the routes that another host starts advertising once
+// this one has left (the elected host of a proxy address): when Run ends
+// it advertises them again with a MED (handOverMED), which makes the next
+// host's route, once it comes, the routers' only best path, and withdraws
+// them the hand-over wait later (make before break: withdrawn at once, a
+// route was missing for 0.2 s at the router; kept as they were, the
+// router split the flows between both hosts for as long and the replies
+// of half of them reached the wrong one). Call before Run's context ends.
+func (s *Speaker) HandOver(prefixes []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handOver = map[netip.Prefix]bool{}
+	for _, p := range prefixes {
+		s.handOver[p] = true
 	}
 }
 
@@ -589,13 +609,34 @@ func (s *Speaker) shutdown(logger klog.Logger, srv bgpServer, have map[netip.Pre
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.mu.Lock()
-	keep := s.keep
+	keep, handOver := s.keep, s.handOver
 	s.mu.Unlock()
-	var stay []Route
+	var stay, later []Route
 	for p, r := range have {
-		if keep[p] {
+		switch {
+		case keep[p]:
 			stay = append(stay, r)
+		case handOver[p]:
+			later = append(later, r)
 		}
+	}
+	if len(later) > 0 {
+		// The others withdrawn, the handed-over ones made less preferred:
+		// the routers keep sending their traffic here until the next
+		// host's route comes, then send all of it there (a route with
+		// another MED is no equal-cost path beside it: the flows'
+		// replies, which the routers hash apart from the flows, must not
+		// reach the other host while both advertise).
+		med := uint32(handOverMED)
+		for i := range later {
+			later[i].MED = &med
+		}
+		if err := s.apply(ctx, srv, have, slices.Concat(stay, later)); err != nil {
+			logger.Error(err, "Cannot withdraw every route before stopping")
+		}
+		wait := s.handOverWait()
+		logger.Info("Routes the next hosts advertise once this one has left: advertised with a higher MED, withdrawn after a wait, so that the next hosts' routes take over first", "routes", len(later), "wait", wait)
+		time.Sleep(wait)
 	}
 	if len(have) > len(stay) {
 		if err := s.apply(ctx, srv, have, stay); err != nil {
@@ -624,6 +665,23 @@ func (s *Speaker) shutdown(logger klog.Logger, srv bgpServer, have map[netip.Pre
 	return false, nil
 }
 
+// handOverMED is the MULTI_EXIT_DISC of a route handed over (HandOver)
+// while the next host takes it: worse than none (0 to routers that do not
+// treat a missing MED as the worst), below the 4294967295 some routers
+// take for unreachable.
+const handOverMED = 1<<32 - 2
+
+// DefaultHandOverWait is how long a stopping speaker keeps the routes it
+// hands over (HandOver) after the others: the next host hears this one
+// leave, syncs and advertises in about 0.2 s.
+const DefaultHandOverWait = time.Second
+
+// handOverWait is DefaultHandOverWait, or WithdrawWait when shorter (a
+// speaker told not to wait does not).
+func (s *Speaker) handOverWait() time.Duration {
+	return min(DefaultHandOverWait, s.cfg.WithdrawWait)
+}
+
 // apiPath is r as a GoBGP path, its next hop this host's address in each
 // session.
 func apiPath(r Route, withdraw bool) (*api.Path, error) {
@@ -650,6 +708,9 @@ func apiPath(r Route, withdraw bool) (*api.Path, error) {
 	}
 	if r.LocalPref != nil {
 		attrs = append(attrs, bgp.NewPathAttributeLocalPref(*r.LocalPref))
+	}
+	if r.MED != nil {
+		attrs = append(attrs, bgp.NewPathAttributeMultiExitDisc(*r.MED))
 	}
 	return apiutil.NewPath(nlri, withdraw, attrs, time.Now())
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
+	bgpp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"k8s.io/klog/v2/textlogger"
 
@@ -130,6 +132,7 @@ type fakeServer struct {
 	cannotListen, broken bool
 	refuse               map[string]bool
 	calls                []string
+	deleted              []time.Time // when each DeletePath came
 }
 
 func (f *fakeServer) StartBgp(_ context.Context, r *api.StartBgpRequest) error {
@@ -158,11 +161,34 @@ func (f *fakeServer) AddPeer(_ context.Context, r *api.AddPeerRequest) error {
 	return nil
 }
 
-func (f *fakeServer) AddPath(context.Context, *api.AddPathRequest) (*api.AddPathResponse, error) {
+func (f *fakeServer) AddPath(_ context.Context, r *api.AddPathRequest) (*api.AddPathResponse, error) {
+	nlri, err := apiutil.GetNativeNlri(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	call := "AddPath " + nlri.String()
+	attrs, err := apiutil.GetNativePathAttributes(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range attrs {
+		if med, ok := a.(*bgpp.PathAttributeMultiExitDisc); ok {
+			call += fmt.Sprintf(" MED %d", med.Value)
+		}
+	}
+	f.calls = append(f.calls, call)
 	return &api.AddPathResponse{}, nil
 }
 
-func (f *fakeServer) DeletePath(context.Context, *api.DeletePathRequest) error { return nil }
+func (f *fakeServer) DeletePath(_ context.Context, r *api.DeletePathRequest) error {
+	nlri, err := apiutil.GetNativeNlri(r.Path)
+	if err != nil {
+		return err
+	}
+	f.calls = append(f.calls, "DeletePath "+nlri.String())
+	f.deleted = append(f.deleted, time.Now())
+	return nil
+}
 
 func (f *fakeServer) ResetPeer(_ context.Context, r *api.ResetPeerRequest) error {
 	f.calls = append(f.calls, fmt.Sprintf("ResetPeer %s soft=%v: %s", r.Address, r.Soft, r.Communication))
@@ -311,5 +337,30 @@ func TestPeerTimers(t *testing.T) {
 				t.Errorf("GoBGP waits %ds after a reset, want 1s", got.IdleHoldTimeAfterReset)
 			}
 		})
+	}
+}
+
+// TestHandOverWithdrawsLast: a stopping speaker advertises the routes it
+// hands over (the elected host of a proxy address: another host advertises
+// it once this one has left) again with a MED, so that the next host's
+// route becomes the routers' only best path, and withdraws them after the
+// others, at least the hand-over wait later; kept routes stay.
+func TestHandOverWithdrawsLast(t *testing.T) {
+	route := func(s string) Route { return Route{Prefix: netip.MustParsePrefix(s)} }
+	ecmp, elected, kept := route("192.0.2.1/32"), route("192.0.2.2/32"), route("192.0.2.3/32")
+	s := New(Config{WithdrawWait: 200 * time.Millisecond})
+	s.HandOver([]netip.Prefix{elected.Prefix})
+	s.Keep([]netip.Prefix{kept.Prefix})
+	var srv fakeServer
+	have := map[netip.Prefix]Route{ecmp.Prefix: ecmp, elected.Prefix: elected, kept.Prefix: kept}
+	if _, err := s.shutdown(discard, &srv, have); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"DeletePath 192.0.2.1/32", "AddPath 192.0.2.2/32 MED 4294967294", "DeletePath 192.0.2.2/32"}
+	if diff := cmp.Diff(want, srv.calls); diff != "" {
+		t.Fatalf("calls (-want +got):\n%s", diff)
+	}
+	if gap := srv.deleted[1].Sub(srv.deleted[0]); gap < s.handOverWait() {
+		t.Errorf("the handed-over route was withdrawn %v after the others, want at least %v", gap, s.handOverWait())
 	}
 }
