@@ -140,7 +140,7 @@ func TestBGP(t *testing.T) {
 	// The agents' rolling update with three hosts, BGP sessions (graceful
 	// restart, BFD) and the L2 pool's addresses shared (restart_test.go).
 	t.Run("agents rolled out (kubectl rollout restart) with three hosts: no held connection lost, some host holds each address", func(t *testing.T) {
-		checkAgentsRolledOut(t, c, dynOf(t, c))
+		checkAgentsRolledOut(t, c, dynOf(t, c), s)
 	})
 	if t.Failed() {
 		for _, log := range append(c.Logs(), r.Log("bgpd"), r.Log("bfdd"), r.Log("zebra")) {

@@ -125,7 +125,7 @@ func TestCluster(t *testing.T) {
 	t.Run("agent of the only host of an address stopped for good: nothing left behind", solo.checkRetired)
 	solo.stop(t)
 	t.Run("agents rolled out (kubectl rollout restart) with two hosts: no connection lost, passthrough and proxy", func(t *testing.T) {
-		checkAgentsRolledOut(t, c, dyn)
+		checkAgentsRolledOut(t, c, dyn, nil)
 	})
 	t.Run("a load-balancer host drained, rebooted and uncordoned: its addresses move first, no connection lost", func(t *testing.T) {
 		checkDrainAndReboot(t, c, dyn)

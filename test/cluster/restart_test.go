@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,11 +200,24 @@ func podReady(p *corev1.Pod) bool {
 // connections are logged: in one run of seven one failed (of about
 // 1,300), a handshake in flight at a handover (the node's answer reaches
 // the new holder, which has no entry for the half-open connection).
-func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) {
+// With bgp (TestBGP), a passthrough and a proxy Service of its pool
+// announced over BGP roll too (the client behind the router): the same
+// checks, but for who holds the address (the router's route instead, which
+// the failed connections measure).
+func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface, bgp *bgpScenario) {
 	ctx := t.Context()
 	s := newHAScenario(t, c, dyn, "roll")
 	defer s.stop()
 	svcs := s.startForwarded(t, "roll")
+	var routed []*forwarded
+	var routes map[netip.Addr]*routeWatch
+	if bgp != nil {
+		routed = s.startRouted(t, bgp, "roll-bgp")
+		routes = map[netip.Addr]*routeWatch{}
+		for _, r := range routed {
+			routes[r.vip] = bgp.watchRoute(t, r.vip)
+		}
+	}
 
 	began := time.Now()
 	if err := c.RolloutRestart(ctx, "DaemonSet", "groundcloud-agent"); err != nil {
@@ -213,10 +228,14 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 	s.waitReadyMembers(t, "roll", len(svcs))
 	time.Sleep(agentHoldDown + 2*time.Second)
 
-	for _, r := range svcs {
+	for _, r := range slices.Concat(svcs, routed) {
 		what := fmt.Sprintf("agents rolled out, %s (%s)", r.vip, r.forwarding)
 		o := availability.Measure(r.client.Attempts(), began, began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
-		t.Logf("%s: new connections: %d attempts, %d failed, gap %s; holders: %s", what, o.Attempts, o.Failed, o.Gap.Round(time.Millisecond), holderChanges(s.holders.Changes(r.vip, began), began))
+		changes := s.holders.Changes(r.vip, began)
+		if r.routed {
+			changes = routes[r.vip].changes(began)
+		}
+		t.Logf("%s: new connections: %d attempts, %d failed (%s), gap %s; holders: %s", what, o.Attempts, o.Failed, failedAt(r.client.Attempts(), began), o.Gap.Round(time.Millisecond), holderChanges(changes, began))
 		for i, conn := range r.client.Conns() {
 			if conn.Err != nil {
 				t.Logf("%s: long-lived connection %d to %s: last answer %s after the rollout began", what, i, conn.Node, conn.LastPong.Sub(began).Round(time.Millisecond))
@@ -225,9 +244,11 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 		if o.Unrecovered {
 			t.Errorf("%s: new connections still failing at the end: %+v", what, o)
 		}
-		for _, ch := range s.holders.Changes(r.vip, began) {
-			if len(ch.Hosts) == 0 {
-				t.Errorf("%s held by no host at %s (%s after the rollout began)", r.vip, ch.At.Format(time.StampMilli), ch.At.Sub(began).Round(time.Millisecond))
+		if !r.routed {
+			for _, ch := range s.holders.Changes(r.vip, began) {
+				if len(ch.Hosts) == 0 {
+					t.Errorf("%s held by no host at %s (%s after the rollout began)", r.vip, ch.At.Format(time.StampMilli), ch.At.Sub(began).Round(time.Millisecond))
+				}
 			}
 		}
 		if o.Failed > 0 && r.forwarding == "passthrough" {
@@ -242,6 +263,8 @@ type forwarded struct {
 	forwarding string
 	vip        netip.Addr
 	client     *availability.Client
+	// routed: announced over BGP, not held on a link.
+	routed bool
 }
 
 // startForwarded creates Services "<prefix>-0" to "-3", passthrough and
@@ -264,4 +287,119 @@ func (s *haScenario) startForwarded(t *testing.T, prefix string) []*forwarded {
 	}
 	time.Sleep(2 * time.Second) // the held connections open, the streams run
 	return svcs
+}
+
+// startRouted creates Services "<prefix>-0" (passthrough: every host of
+// bgp advertises it) and "<prefix>-1" (proxy: the host elected for it
+// does) in bgp's pool, the nodes routing it through the router (as
+// docs/bgp.md asks for proxy forwarding), waits until the router routes
+// each to its hosts and it answers, and starts a client of each as
+// startForwarded does.
+func (s *haScenario) startRouted(t *testing.T, bgp *bgpScenario, prefix string) []*forwarded {
+	t.Helper()
+	bgp.nodesRouteThroughRouter(t)
+	var svcs []*forwarded
+	for i, fwd := range []string{"passthrough", "proxy"} {
+		vip := s.createService(t, fmt.Sprintf("%s-%d", prefix, i), 1, inPool("bgp"), func(o *corev1.Service) {
+			o.Annotations[annotation.Forwarding] = fwd
+		})[0]
+		svcs = append(svcs, &forwarded{forwarding: fwd, vip: vip, routed: true})
+	}
+	bgp.waitNexthops(t, svcs[0].vip, bgp.lbs...)
+	for _, r := range svcs {
+		waitServing(t, lbClient(s.client), fmt.Sprintf("http://%s/", netip.AddrPortFrom(r.vip, 8080)))
+		r.client = s.startClient(t, r.vip, availability.Options{Every: 20 * time.Millisecond, Held: 4})
+	}
+	time.Sleep(2 * time.Second)
+	return svcs
+}
+
+// failedAt says when the failed attempts since began started, as runs of
+// failures less than 100 ms apart: "+12.46s-12.6s (7)".
+func failedAt(attempts []availability.Attempt, began time.Time) string {
+	var parts []string
+	var from, to time.Duration
+	n := 0
+	flush := func() {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("+%s-%s (%d)", from.Round(10*time.Millisecond), to.Round(10*time.Millisecond), n))
+		}
+	}
+	for _, a := range attempts {
+		at := a.Start.Sub(began)
+		if a.Err == nil || at < 0 {
+			continue
+		}
+		if n > 0 && at-to > 100*time.Millisecond {
+			flush()
+			n = 0
+		}
+		if n == 0 {
+			from = at
+		}
+		to = at
+		n++
+	}
+	flush()
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// routeWatch samples the router's next hops for an address every 50 ms
+// until the test ends.
+type routeWatch struct {
+	mu   sync.Mutex
+	list []availability.Change
+}
+
+func (s *bgpScenario) watchRoute(t *testing.T, vip netip.Addr) *routeWatch {
+	w := &routeWatch{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		var last []string
+		for ctx.Err() == nil {
+			hops, err := s.r.Nexthops(ctx, netip.PrefixFrom(vip, vip.BitLen()))
+			if err == nil {
+				var hosts []string
+				for _, h := range s.lbs {
+					if slices.Contains(hops, h.Addr4) || slices.Contains(hops, h.Addr6) {
+						hosts = append(hosts, h.Name)
+					}
+				}
+				if !slices.Equal(hosts, last) || len(w.list) == 0 {
+					w.mu.Lock()
+					w.list = append(w.list, availability.Change{At: time.Now(), Hosts: hosts})
+					w.mu.Unlock()
+					last = hosts
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// changes are the next hops at since (dated since) and their changes
+// after it.
+func (w *routeWatch) changes(since time.Time) []availability.Change {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []availability.Change
+	for _, c := range w.list {
+		if c.At.Before(since) {
+			c.At = since
+			out = []availability.Change{c}
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
