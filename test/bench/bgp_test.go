@@ -125,9 +125,17 @@ func startBGPBench(t *testing.T) (*bench, *nexthops, *frr.Instance) {
 // startBGPBenchWith is startBGPBench with the cloud-config config says.
 func startBGPBenchWith(t *testing.T, config func(*realcluster.Cluster) string) (*bench, *nexthops, *frr.Instance) {
 	t.Helper()
+	return startBGPBenchFrom(t, "", config)
+}
+
+// startBGPBenchFrom is startBGPBenchWith with groundcloud installed from
+// the checkout at repo ("" this one).
+func startBGPBenchFrom(t *testing.T, repo string, config func(*realcluster.Cluster) string) (*bench, *nexthops, *frr.Instance) {
+	t.Helper()
 	b := startClusterBench(t, realcluster.Options{
 		Topology:       netlab.Topology{LBHosts: lbHosts, Clients: []string{"client", "frr"}},
 		Workers:        2,
+		Repo:           repo,
 		CloudConfigFor: config,
 	})
 	r, err := b.c.StartFRR(t.Context(), b.c.Clients["frr"])
