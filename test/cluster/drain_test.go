@@ -44,7 +44,7 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	}
 	s := newHAScenario(t, c, dyn, "drain")
 	defer s.stop()
-	svcs := s.startForwarded(t, "drain")
+	svcs := s.startForwarded(t, "drain", 0)
 	var vips []netip.Addr
 	for _, r := range svcs {
 		vips = append(vips, r.vip)
