@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,19 +48,13 @@ var upgradeServices = []string{upL2, upL2Proxy, upBGP}
 // BENCH lines.
 var upgradeKey = map[string]string{upL2: "l2-passthrough", upL2Proxy: "l2-proxy", upBGP: "bgp-passthrough"}
 
-// upgradeTrial is what one operation cost one Service's traffic.
-type upgradeTrial struct {
-	outage availability.Outage
-	broken int
-	held   int
-}
-
-// upgradeOp is one operation of a round: each Service's trial, and the
-// apiserver writes meanwhile.
+// upgradeOp is one operation of a round: what it cost each Service's
+// traffic (a trial of the failover benchmark's kind: outage, broken and
+// held long-lived connections), and the apiserver writes meanwhile.
 type upgradeOp struct {
 	name   string
 	took   time.Duration
-	trials map[string]upgradeTrial
+	trials map[string]trial
 	writes writes
 }
 
@@ -161,14 +154,14 @@ func (b *bench) upgradeOp(t *testing.T, name string, vips map[string]netip.Addr,
 	must(t, err)
 	began := time.Now()
 	step(t)
-	op := upgradeOp{name: name, took: time.Since(began), trials: map[string]upgradeTrial{}}
+	op := upgradeOp{name: name, took: time.Since(began), trials: map[string]trial{}}
 	time.Sleep(upgradeHold + 3*time.Second) // the last host's take-back after its hold-down
 	after, err := readWrites(ctx, b.c.Client)
 	must(t, err)
 	op.writes = after.minus(before)
 	for _, svc := range upgradeServices {
 		c := clients[svc]
-		tr := upgradeTrial{outage: availability.Measure(c.Attempts(), began, began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))}
+		tr := trial{outage: availability.Measure(c.Attempts(), began, began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))}
 		for _, conn := range c.Conns() {
 			tr.held++
 			if conn.Err != nil {
@@ -191,25 +184,14 @@ func (op upgradeOp) log() string {
 }
 
 // upgradeTotals sums the rounds of one operation for one Service.
-func upgradeTotals(name, svc string, ops []upgradeOp) (tot restartTotals, n int) {
-	var gaps []time.Duration
+func upgradeTotals(name, svc string, ops []upgradeOp) (restartTotals, int) {
+	var rounds scenario
 	for _, op := range ops {
-		if op.name != name {
-			continue
+		if op.name == name {
+			rounds.trials = append(rounds.trials, op.trials[svc])
 		}
-		n++
-		tr := op.trials[svc]
-		tot.failed += tr.outage.Failed
-		tot.attempts += tr.outage.Attempts
-		tot.broken += tr.broken
-		tot.held += tr.held
-		gaps = append(gaps, tr.outage.Gap)
 	}
-	slices.Sort(gaps)
-	if len(gaps) > 0 {
-		tot.p50, tot.max = gaps[len(gaps)/2], gaps[len(gaps)-1]
-	}
-	return tot, n
+	return totalsOf(rounds), len(rounds.trials)
 }
 
 // upgradeWrites sums the rounds' writes of one operation.
