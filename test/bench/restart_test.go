@@ -74,15 +74,26 @@ func TestRestartBenchmark(t *testing.T) {
 
 	var rows []scenario
 	left := map[string]int{} // restarts in which the address left lb-1, by row
+	rowWrites := map[string]writes{}
+	// run is b.run, with the apiserver's writes meanwhile (rowWrites).
+	run := func(t *testing.T, row string, f fault, vip netip.Addr, w watch, n int) scenario {
+		before, err := readWrites(t.Context(), b.c.Client)
+		must(t, err)
+		s := b.run(t, row, f, vip, w, n)
+		after, err := readWrites(t.Context(), b.c.Client)
+		must(t, err)
+		rowWrites[row] = after.minus(before)
+		return s
+	}
 	watch := func(row string, nh *nexthops, vip netip.Addr) *restartWatch {
 		return &restartWatch{b: b, nh: nh, vip: vip, row: row, left: left}
 	}
 	t.Run("restarts", func(t *testing.T) {
 		rows = append(rows,
-			b.run(t, restartL2Two, b.sigterm(), vips[announceL2], b.l2Watch(vips[announceL2]), trials),
-			b.run(t, restartL2TwoProxy, b.sigterm(), vips["l2proxy"], b.l2Watch(vips["l2proxy"]), trials),
-			b.run(t, restartL2One, b.sigterm(), vips["solo"], watch(restartL2One, nil, vips["solo"]), trials),
-			b.run(t, restartBGPOne, b.sigterm(), vips[announceBGP], watch(restartBGPOne, nh, vips[announceBGP]), trials),
+			run(t, restartL2Two, b.sigterm(), vips[announceL2], b.l2Watch(vips[announceL2]), trials),
+			run(t, restartL2TwoProxy, b.sigterm(), vips["l2proxy"], b.l2Watch(vips["l2proxy"]), trials),
+			run(t, restartL2One, b.sigterm(), vips["solo"], watch(restartL2One, nil, vips["solo"]), trials),
+			run(t, restartBGPOne, b.sigterm(), vips[announceBGP], watch(restartBGPOne, nh, vips[announceBGP]), trials),
 		)
 		// The agents' rolling update: both hosts in turn, the second
 		// stopped as soon as the first's new agent is Ready.
@@ -95,8 +106,8 @@ func TestRestartBenchmark(t *testing.T) {
 			restore: func(*testing.T, int) {},
 		}
 		rows = append(rows,
-			b.run(t, rolloutL2, rollout, vips[announceL2], &holderWatch{b: b, vip: vips[announceL2]}, trials),
-			b.run(t, rolloutL2Proxy, rollout, vips["l2proxy"], &holderWatch{b: b, vip: vips["l2proxy"]}, trials),
+			run(t, rolloutL2, rollout, vips[announceL2], &holderWatch{b: b, vip: vips[announceL2]}, trials),
+			run(t, rolloutL2Proxy, rollout, vips["l2proxy"], &holderWatch{b: b, vip: vips["l2proxy"]}, trials),
 		)
 		// Graceful restart (and BFD, as docs/bgp.md advises) on the IPv4
 		// session: the router first, then the agents.
@@ -108,23 +119,23 @@ func TestRestartBenchmark(t *testing.T) {
 		must(t, b.c.SetCloudConfig(t.Context(), conf))
 		nh.waitOnly(t, vips[announceBGP], 2*time.Second, b.lbs[0])
 		waitAnswers(t, b.client, vips[announceBGP])
-		rows = append(rows, b.run(t, restartBGPOneG, b.sigterm(), vips[announceBGP], watch(restartBGPOneG, nh, vips[announceBGP]), trials))
+		rows = append(rows, run(t, restartBGPOneG, b.sigterm(), vips[announceBGP], watch(restartBGPOneG, nh, vips[announceBGP]), trials))
 		// The router's rolling update: pod routes stay in the kernel.
 		router := fault{
 			name:    "rollout",
 			inject:  func(t *testing.T, _ int) { restartWorkload(t, b.c, "DaemonSet", "groundcloud-router") },
 			restore: func(*testing.T, int) {},
 		}
-		rows = append(rows, b.run(t, restartRouter, router, vips[announceL2], &holderWatch{b: b, vip: vips[announceL2]}, 1))
+		rows = append(rows, run(t, restartRouter, router, vips[announceL2], &holderWatch{b: b, vip: vips[announceL2]}, 1))
 	})
 	var leader ccmRollout
 	t.Run("controller manager", func(t *testing.T) { leader = b.ccmRollout(t) })
 	for _, s := range rows {
-		fmt.Println(restartLine(s, left))
+		fmt.Println(restartLine(s, left, rowWrites[s.impl]))
 	}
 	fmt.Println(leader.line())
 	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
-		must(t, writeSection(path, "## Upgrades and restarts", restartSection(rows, left, leader, time.Since(start))))
+		must(t, writeSection(path, "## Upgrades and restarts", restartSection(rows, left, rowWrites, leader, time.Since(start))))
 	}
 }
 
@@ -204,14 +215,15 @@ func totalsOf(s scenario) restartTotals {
 	return r
 }
 
-// restartLine is a row as a BENCH line.
-func restartLine(s scenario, left map[string]int) string {
+// restartLine is a row as a BENCH line, w the apiserver's writes during
+// its trials.
+func restartLine(s scenario, left map[string]int, w writes) string {
 	r := totalsOf(s)
-	return fmt.Sprintf("BENCH restart scenario=%q trials=%d failed=%d attempts=%d gap_p50_s=%.2f gap_max_s=%.2f long_lived_broken=%d long_lived=%d left_host=%d",
-		s.impl, len(s.trials), r.failed, r.attempts, r.p50.Seconds(), r.max.Seconds(), r.broken, r.held, left[s.impl])
+	return fmt.Sprintf("BENCH restart scenario=%q trials=%d failed=%d attempts=%d gap_p50_s=%.2f gap_max_s=%.2f long_lived_broken=%d long_lived=%d left_host=%d lb_writes=%d service_status_writes=%d events=%d",
+		s.impl, len(s.trials), r.failed, r.attempts, r.p50.Seconds(), r.max.Seconds(), r.broken, r.held, left[s.impl], w.loadBalancers(), w["services/status"], w["events"])
 }
 
-func restartSection(rows []scenario, left map[string]int, leader ccmRollout, took time.Duration) string {
+func restartSection(rows []scenario, left map[string]int, rowWrites map[string]writes, leader ccmRollout, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `## Upgrades and restarts
 
@@ -222,8 +234,8 @@ for Services created meanwhile. Written by `+"`make bench`"+` (`+"`TestRestartBe
 benchmark, cluster start included); not a pass/fail test. Goal (issue 33): 0 failed new
 connections and 0 broken long-lived ones in every row.
 
-| scenario | restarts | new connections failed | gap p50 / max | long-lived connections broken | the address left lb-1 |
-|---|---|---|---|---|---|
+| scenario | restarts | new connections failed | gap p50 / max | long-lived connections broken | the address left lb-1 | LoadBalancer / Service status writes, Events |
+|---|---|---|---|---|---|---|
 `, time.Now().UTC().Format("2006-01-02"), took.Round(time.Second))
 	for _, s := range rows {
 		r := totalsOf(s)
@@ -236,8 +248,9 @@ connections and 0 broken long-lived ones in every row.
 		case restartRouter:
 			moved = "no (its agent is not restarted)"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d of %d | %.2f s / %.2f s | %d of %d | %s |\n", s.impl, len(s.trials), r.failed, r.attempts,
-			r.p50.Seconds(), r.max.Seconds(), r.broken, r.held, moved)
+		w := rowWrites[s.impl]
+		fmt.Fprintf(&b, "| %s | %d | %d of %d | %.2f s / %.2f s | %d of %d | %s | %d / %d, %d |\n", s.impl, len(s.trials), r.failed, r.attempts,
+			r.p50.Seconds(), r.max.Seconds(), r.broken, r.held, moved, w.loadBalancers(), w["services/status"], w["events"])
 	}
 	fmt.Fprintf(&b, `
 The controller manager's rolling update (`+"`kubectl rollout restart`"+` of its Deployment, two replicas;
@@ -263,7 +276,11 @@ through the controller manager.
 - Each restart: lb-1's agent Pod deleted while the client opens a new
   connection every 20 ms and holds four (test/framework/availability);
   measured from 0.5 s before the deletion until the next agent has run for
-  2 s; "gap" is the longest run of failed new connections.
+  2 s; "gap" is the longest run of failed new connections. Writes: the
+  apiserver's write counters (` + "`apiserver_request_total`" + `) over all of a
+  row's restarts: groundcloud's to LoadBalancer objects (spec and status)
+  and to Service status, and every component's Events (the kubelets' for
+  the new Pods, the DaemonSet controller's, groundcloud's).
 - The agents' rolling update: ` + "`kubectl rollout restart`" + ` of DaemonSet
   groundcloud-agent (both hosts in turn; the DaemonSet stops the second
   host's agent as soon as the first's new one is Ready, still in its
@@ -293,7 +310,7 @@ forwardings broke as well.
 `)
 	b.WriteString("```\n")
 	for _, s := range rows {
-		b.WriteString(restartLine(s, left) + "\n")
+		b.WriteString(restartLine(s, left, rowWrites[s.impl]) + "\n")
 	}
 	b.WriteString("```\n")
 	return b.String()
