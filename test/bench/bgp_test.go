@@ -216,12 +216,18 @@ func (b *bench) deployBGP(t *testing.T) map[string]netip.Addr {
 // setHostLabel sets (or removes) bgpHostLabel=true on Node node.
 func (b *bench) setHostLabel(t *testing.T, node string, on bool) {
 	t.Helper()
+	setLabel(t, b.c, node, bgpHostLabel, on)
+}
+
+// setLabel sets (or removes) label=true on Node node.
+func setLabel(t *testing.T, c *realcluster.Cluster, node, label string, on bool) {
+	t.Helper()
 	value := `"true"`
 	if !on {
 		value = "null"
 	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, bgpHostLabel, value)
-	_, err := b.c.Client.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, label, value)
+	_, err := c.Client.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	must(t, err)
 }
 

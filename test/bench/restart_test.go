@@ -142,8 +142,13 @@ func TestRestartBenchmark(t *testing.T) {
 // soloPool is pool "solo": four addresses of the lab's subnet, held on the
 // link by the hosts labelled bgpHostLabel=true.
 func soloPool(c *realcluster.Cluster) string {
+	return soloPoolOf(c, bgpHostLabel)
+}
+
+// soloPoolOf is pool "solo" held by the hosts labelled label=true.
+func soloPoolOf(c *realcluster.Cluster, label string) string {
 	return fmt.Sprintf("[Pool \"solo\"]\naddresses = %s\nauto-assign = false\nhosts = %s=true\n\n",
-		netlab.RangeIn(c.Opts.Subnet4, 220, 223), bgpHostLabel)
+		netlab.RangeIn(c.Opts.Subnet4, 220, 223), label)
 }
 
 // restartWatch follows an address lb-1 alone serves, held on the link (nh

@@ -27,26 +27,33 @@ const upgradeRounds = 2
 // Operations of the upgrade benchmark, in the order of a round.
 const (
 	opRollPrevious = "agents' rolling update, previous release"
+	opSoloPrevious = "lb-1's agent Pod deleted (SIGTERM), previous release"
 	opUpgrade      = "upgrade (the previous release's agents stop)"
 	opRollCurrent  = "agents' rolling update, this version"
+	opSoloCurrent  = "lb-1's agent Pod deleted (SIGTERM), this version"
 	opDowngrade    = "downgrade (this version's agents stop)"
 )
 
-var upgradeOps = []string{opRollPrevious, opUpgrade, opRollCurrent, opDowngrade}
+var upgradeOps = []string{opRollPrevious, opSoloPrevious, opUpgrade, opRollCurrent, opSoloCurrent, opDowngrade}
+
+// soloLabel selects lb-1 alone for pool "solo" (soloPoolOf): its address
+// has no other host, as with a single load-balancer host.
+const soloLabel = "node-restriction.kubernetes.io/solo"
 
 // The Services the upgrade benchmark keeps traffic on, by their rows.
 const (
 	upL2        = "L2 passthrough"
 	upL2Proxy   = "L2 proxy"
 	upBGP       = "BGP passthrough (ECMP, 2 hosts)"
+	upSolo      = "L2 passthrough, lb-1 alone"
 	upgradeHold = 10 * time.Second // deploy/'s --ownership-hold-down
 )
 
-var upgradeServices = []string{upL2, upL2Proxy, upBGP}
+var upgradeServices = []string{upL2, upL2Proxy, upBGP, upSolo}
 
 // upgradeKey names a Service of upgradeServices in Kubernetes and in the
 // BENCH lines.
-var upgradeKey = map[string]string{upL2: "l2-passthrough", upL2Proxy: "l2-proxy", upBGP: "bgp-passthrough"}
+var upgradeKey = map[string]string{upL2: "l2-passthrough", upL2Proxy: "l2-proxy", upBGP: "bgp-passthrough", upSolo: "solo"}
 
 // upgradeOp is one operation of a round: what it cost each Service's
 // traffic (a trial of the failover benchmark's kind: outage, broken and
@@ -83,7 +90,10 @@ func TestUpgradeBenchmark(t *testing.T) {
 	must(t, err)
 	rounds := benchTrials(upgradeRounds)
 
-	b, _, _ := startBGPBenchFrom(t, prevTree, func(c *realcluster.Cluster) string { return bgpBenchConfig(c, false) })
+	b, _, _ := startBGPBenchFrom(t, prevTree, func(c *realcluster.Cluster) string {
+		return bgpBenchConfig(c, false) + soloPoolOf(c, soloLabel)
+	})
+	setLabel(t, b.c, b.lbs[0].Name, soloLabel, true)
 	if got := b.c.HostLabel(); got != realcluster.PreviousHostLabel {
 		t.Fatalf("the previous release places its agents on %s, want %s", got, realcluster.PreviousHostLabel)
 	}
@@ -98,6 +108,8 @@ func TestUpgradeBenchmark(t *testing.T) {
 			svc.Annotations[annotation.Forwarding] = "proxy"
 		case upBGP:
 			svc.Annotations[annotation.Pool] = "bgp"
+		case upSolo:
+			svc.Annotations[annotation.Pool] = "solo"
 		}
 		vips[name] = b.loadBalancer(t, svc)
 	}
@@ -106,8 +118,15 @@ func TestUpgradeBenchmark(t *testing.T) {
 		waitAnswers(t, b.client, v)
 	}
 
+	sigterm := func(t *testing.T) {
+		f := b.sigterm()
+		f.inject(t, 0)
+		f.restore(t, 0)
+	}
 	steps := map[string]func(t *testing.T){
 		opRollPrevious: func(t *testing.T) { restartWorkload(t, b.c, "DaemonSet", "groundcloud-agent") },
+		opSoloPrevious: sigterm,
+		opSoloCurrent:  sigterm,
 		opUpgrade: func(t *testing.T) {
 			must(t, b.c.Install(t.Context(), current))
 			must(t, b.c.RemoveHostLabel(t.Context(), realcluster.PreviousHostLabel))
@@ -231,14 +250,14 @@ func upgradeSection(ops []upgradeOp, rounds int, took time.Duration) string {
 	fmt.Fprintf(&b, `## Upgrades and downgrades
 
 What the upgrade from the previous release to this version and the downgrade back cost, beside the
-agents' rolling update of each release on the same cluster: for the traffic of three Services, and in
-writes to the apiserver. Written by `+"`make bench`"+` (`+"`TestUpgradeBenchmark`"+`) on %s (%d rounds, %s for
+agents' rolling update of each release and the restart of the agent of an address's only host, on the
+same cluster: for the traffic of four Services, and in writes to the apiserver. Written by `+"`make bench`"+` (`+"`TestUpgradeBenchmark`"+`) on %s (%d rounds, %s for
 the whole benchmark, cluster start included); not a pass/fail test. Goal (issue 33): 0 failed new
 connections and 0 broken long-lived ones. Upgrading, the previous release's agents stop (and remove
 their address and rules, with no other host Ready yet: held L2 passthrough connections reset, L2 proxy
 ones fail for the second); downgrading, they start (Ready before their BGP session is up: the other
 host withdraws, and the router has no path for 1.5 s). This version's agents, stopping and starting
-in its own rolling update, lose nothing ([upgrading](install.md#upgrading)).
+in its own rolling update or alone on a host, lose nothing ([upgrading](install.md#upgrading)).
 
 | operation | Service | new connections failed | gap p50 / max | long-lived connections broken |
 |---|---|---|---|---|
@@ -272,14 +291,17 @@ component's Events (the kubelets', the DaemonSet and Deployment controllers', gr
   ` + "`make test`" + ` names), with deploy/'s settings (` + "`--ownership-hold-down=10s`" + `).
 - Services: one of pool "default" (passthrough, on the link), one of pool
   "default" with ` + "`groundcloud.io/forwarding: proxy`" + `, one of pool "bgp"
-  (passthrough, advertised by both hosts: ECMP at the router), all in
+  (passthrough, advertised by both hosts: ECMP at the router), one of pool
+  "solo" (passthrough, on the link; the pool selects lb-1 alone, labelled
+  ` + "`" + soloLabel + "=true`" + `, as with a single load-balancer host), all in
   front of the line echo of both workers.
 - Each round, in order: the agents' rolling update (` + "`kubectl rollout restart`" + `
-  of DaemonSet groundcloud-agent) on the previous release; the upgrade as
+  of DaemonSet groundcloud-agent) on the previous release; lb-1's agent
+  Pod deleted (SIGTERM) and its successor Ready; the upgrade as
   docs/install.md says (the hosts labelled with this version's key, this
   version's deploy/ applied through the test bed's overlay, the rollouts
-  awaited, the old label removed); the same rolling update on this
-  version; the downgrade by the same steps back.
+  awaited, the old label removed); the same rolling update and deletion on
+  this version; the downgrade by the same steps back.
 - Each operation: a fresh client per Service (a new connection every
   20 ms, four held, test/framework/availability), measured from 0.5 s
   before the operation until 13 s after it returned (the last host's
