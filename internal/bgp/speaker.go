@@ -112,7 +112,7 @@ type Speaker struct {
 	// every route is withdrawn first.
 	keep map[netip.Prefix]bool
 	// handOver are the routes another host advertises next (HandOver):
-	// withdrawn last, HandOverWait after the others.
+	// withdrawn last, the hand-over wait after the others.
 	handOver map[netip.Prefix]bool
 
 	// Run's own: why GoBGP does not listen (nil: it does, or need not),
