@@ -36,15 +36,16 @@ import (
 // passthrough (the default), L2 proxy, and passthrough over BGP (every
 // host advertises it to the router, FRR, behind which the client sits).
 // hitless: no new connection may fail while the components roll (with two
-// load-balancer hosts); where false, the failures are logged only. The
-// previous release's agents, stopping, keep an L2 address while the other
-// host's new agent holds down: upgrading from it, L2 proxy lost 0 to 51
-// new connections of about 1,600 (gaps up to 1.0 s), depending on how the
-// rollout falls; downgrading, where this version's agents stop and hand
-// over to a host in its hold-down, none. BGP passthrough lost 0 to 69 in
-// either direction: a stopping agent withdraws its route before the other
-// host's new agent, Ready before its session is up, advertises again
-// (docs/install.md).
+// load-balancer hosts); where false, the failures are logged only, with the
+// held connections broken. What is lost is the previous release's doing
+// (docs/install.md "Upgrading"): upgrading, its agents stop, and one with
+// no Ready successor (the other host's new agent in its hold-down) removes
+// its address, then its rules: L2 proxy lost 0 to 51 new connections of
+// 1,600 to 2,300 (gaps up to 1.0 s), and held L2 passthrough connections
+// were reset by the Pods, which the host's kube-proxy sent them to as new
+// flows. Downgrading, its agents start, Ready before their BGP session is
+// up, and this version's agent on the other host withdraws its route: BGP
+// passthrough lost 0 to 153.
 var upgradeKinds = []struct {
 	name    string
 	mod     func(*corev1.Service)
