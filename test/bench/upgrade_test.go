@@ -256,8 +256,11 @@ the whole benchmark, cluster start included); not a pass/fail test. Goal (issue 
 connections and 0 broken long-lived ones. Upgrading, the previous release's agents stop (and remove
 their address and rules, with no other host Ready yet: held L2 passthrough connections reset, L2 proxy
 ones fail for the second); downgrading, they start (Ready before their BGP session is up: the other
-host withdraws, and the router has no path for 1.5 s). This version's agents, stopping and starting
-in its own rolling update or alone on a host, lose nothing ([upgrading](install.md#upgrading)).
+host withdraws, and the router has no path for 1.5 s; on the host that alone holds an address they
+flush the rules the stopped agent left, and its held connections reset). The previous release's own
+restarts break every held connection of the address a host holds alone; this version's agents,
+stopping and starting in its own rolling update or alone on a host, lose nothing
+([upgrading](install.md#upgrading)).
 
 | operation | Service | new connections failed | gap p50 / max | long-lived connections broken |
 |---|---|---|---|---|
