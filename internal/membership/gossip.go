@@ -265,11 +265,21 @@ func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
 	if len(cands) == 0 {
 		cands = g.eligible(drainers, vip)
 	}
-	if leaving && len(others)+len(drainers) == 0 {
-		// Nobody else serves: the members in their hold-down become Ready
-		// at once, and so does, for each family of which they have an
-		// established session, their right to advertise it (bgp.go).
-		cands = g.candGroups.in(g.holdingDown(), g.groupOf(vip))
+	if leaving && len(cands) == 0 {
+		// Nobody may take it now, but this host's leave changes that:
+		// with nobody else serving, the members in their hold-down become
+		// Ready at once; and a member's right to advertise a family
+		// becomes Ready at once when no member that may advertise it
+		// serves, if it has an established session of it (bgp.go).
+		pool := others
+		switch {
+		case len(others) > 0:
+		case len(drainers) > 0:
+			pool = drainers
+		default:
+			pool = g.holdingDown()
+		}
+		cands = g.candGroups.in(pool, g.groupOf(vip))
 		if g.obs.Advertised[vip] {
 			cands = slices.DeleteFunc(cands, func(c string) bool {
 				return !slices.Contains(g.candBGP.advertising([]string{c}, vip), c) && !slices.Contains(g.peers[c].Sessions, familyOf(vip))

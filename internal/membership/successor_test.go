@@ -49,6 +49,11 @@ func TestSuccessor(t *testing.T) {
 		{name: "advertised, a peer in hold-down with a session of the other family", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{"ipv6"}}}, advertised: true, want: ""},
 		{name: "advertised, a peer in hold-down without a session", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{}}}, advertised: true, want: ""},
 		{name: "advertised, a peer in hold-down that publishes no sessions (older)", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}}}, advertised: true, want: ""},
+		// Ready, but its right to advertise the family still in its
+		// hold-down: Ready at once for the family when this host leaves.
+		{name: "advertised, a Ready peer whose family is not ready yet, with a session", peers: []Member{{Name: "lb-b", State: StateReady, BGP: []string{}, Sessions: []string{"ipv4"}}}, advertised: true, want: "lb-b"},
+		{name: "advertised, a Ready peer whose family is not ready yet, with a session, this host staying", peers: []Member{{Name: "lb-b", State: StateReady, BGP: []string{}, Sessions: []string{"ipv4"}}}, advertised: true, staying: true, want: ""},
+		{name: "advertised, a Ready peer without the family and one in hold-down with it", peers: []Member{{Name: "lb-b", State: StateReady, BGP: []string{}, Sessions: []string{}}, {Name: "lb-c", State: StateHoldDown, BGP: []string{}, Sessions: []string{"ipv4"}}}, advertised: true, want: ""},
 		{name: "advertised, a peer in hold-down with a session, this host staying", peers: []Member{{Name: "lb-b", State: StateHoldDown, BGP: []string{}, Sessions: []string{"ipv4"}}}, advertised: true, staying: true, want: ""},
 	}
 	for _, tt := range tests {
