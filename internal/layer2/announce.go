@@ -13,18 +13,11 @@ import (
 )
 
 // Defaults of a burst: three frames 100 ms apart, as keepalived and MetalLB
-// do; one lost frame does not leave a client on the old MAC. Then one
-// frame again 2 s and 5 s after the burst began (keepalived repeats after
-// 5 s): a hand-over lets the old holder keep the address for a moment
-// after the new one announced it (make before break), and an announcement
-// or ARP answer of the old holder in that moment points the neighbours
-// back at it, which a frame after it repairs.
+// do; one lost frame does not leave a client on the old MAC.
 const (
 	defaultBurstCount    = 3
 	defaultBurstInterval = 100 * time.Millisecond
 )
-
-var defaultBurstAgain = []time.Duration{2 * time.Second, 5 * time.Second}
 
 // sender sends whole Ethernet frames out of one link.
 type sender interface {
@@ -102,15 +95,9 @@ func (m *Manager) burst(ctx context.Context, s sender, l link, addrs []netip.Add
 	for i, a := range addrs {
 		frames[i] = announcement(l.mac, a)
 	}
-	start := time.Now()
-	waits := make([]time.Duration, 0, m.burstCount+len(m.burstAgain))
 	for round := range m.burstCount {
-		waits = append(waits, time.Duration(round)*m.burstInterval)
-	}
-	waits = append(waits, m.burstAgain...)
-	for round, at := range waits {
-		if d := time.Until(start.Add(at)); d > 0 {
-			t := time.NewTimer(d)
+		if round > 0 {
+			t := time.NewTimer(m.burstInterval)
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -55,31 +55,7 @@ func newTestManager(t *testing.T, interval time.Duration) (*Manager, *fakeSender
 	s := &fakeSender{}
 	m.openSender = func(netns.NsHandle, int) (sender, error) { return s, nil }
 	m.burstInterval = interval
-	m.burstAgain = nil
 	return m, s
-}
-
-// TestBurstRepeatsLater: after the burst, one frame again at each of
-// burstAgain from its start, for the addresses still held (a hand-over's
-// old holder may have pointed the neighbours back at itself meanwhile).
-func TestBurstRepeatsLater(t *testing.T) {
-	m, s := newTestManager(t, time.Millisecond)
-	m.burstAgain = []time.Duration{20 * time.Millisecond, 40 * time.Millisecond}
-	kept, dropped := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
-	m.setHeld([]netip.Addr{kept, dropped})
-	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{kept, dropped})
-	deadline := time.Now().Add(5 * time.Second)
-	for s.count(dropped) < 3 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	m.setHeld([]netip.Addr{kept})
-	m.bursts.Wait()
-	if got := s.count(kept); got != 5 {
-		t.Errorf("%s announced %d times, want 5 (3, then 2 more)", kept, got)
-	}
-	if got := s.count(dropped); got > 4 {
-		t.Errorf("%s announced %d times after it was let go during the repeats", dropped, got)
-	}
 }
 
 func TestBurstSendsThreeFramesPerAddress(t *testing.T) {

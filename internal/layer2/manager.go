@@ -22,7 +22,6 @@ type Manager struct {
 
 	burstCount    int
 	burstInterval time.Duration
-	burstAgain    []time.Duration // single frames after the burst, from its start
 	openSender    func(ns netns.NsHandle, ifindex int) (sender, error)
 
 	ops   sync.Mutex          // serialises Set, Announce and Cleanup
@@ -50,7 +49,6 @@ func NewManager(iface string, logger klog.Logger, opts ...Option) *Manager {
 		ns:            netns.None(),
 		burstCount:    defaultBurstCount,
 		burstInterval: defaultBurstInterval,
-		burstAgain:    defaultBurstAgain,
 		openSender:    openPacketSender,
 		added:         map[netip.Addr]bool{},
 		held:          map[netip.Addr]bool{},
