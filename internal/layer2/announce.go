@@ -116,15 +116,15 @@ func (m *Manager) burst(ctx context.Context, s sender, l link, addrs []netip.Add
 	m.logger.V(4).Info("Announced virtual IPs", "addresses", addrs)
 }
 
-// sendHeld sends the frame of each address still held and reports how many
-// it tried.
+// sendHeld sends the frame of each address still held and not quiet, and
+// reports how many it tried.
 func (m *Manager) sendHeld(s sender, addrs []netip.Addr, frames [][]byte) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var errs []error
 	sent := 0
 	for i, a := range addrs {
-		if !m.held[a] {
+		if !m.held[a] || m.quiet[a] {
 			continue
 		}
 		sent++

@@ -91,6 +91,37 @@ func TestBurstStopsForAddressesLetGo(t *testing.T) {
 	}
 }
 
+// An address handed over (Quiet) stays held but gets no more frames, from
+// the next frame of a burst in flight on; Quiet without it ends that.
+func TestBurstSkipsQuietAddresses(t *testing.T) {
+	m, s := newTestManager(t, 200*time.Millisecond)
+	loud, quiet := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8:1::101")
+	m.setHeld([]netip.Addr{loud, quiet})
+	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{loud, quiet})
+	deadline := time.Now().Add(5 * time.Second)
+	for s.count(quiet) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	m.Quiet([]netip.Addr{quiet})
+	m.bursts.Wait()
+	if got := s.count(quiet); got != 1 {
+		t.Errorf("%s announced %d times, want 1 (none once quiet)", quiet, got)
+	}
+	if got := s.count(loud); got != 3 {
+		t.Errorf("%s announced %d times, want 3", loud, got)
+	}
+	if !m.held[quiet] {
+		t.Errorf("%s no longer held once quiet", quiet)
+	}
+
+	m.Quiet(nil)
+	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{quiet})
+	m.bursts.Wait()
+	if got := s.count(quiet); got != 4 {
+		t.Errorf("%s announced %d times in all, want 4 (a whole burst once no longer quiet)", quiet, got)
+	}
+}
+
 func TestBurstNeedsEthernet(t *testing.T) {
 	m, s := newTestManager(t, time.Millisecond)
 	a := netip.MustParseAddr("192.0.2.100")

@@ -90,6 +90,26 @@ func TestManagerKernel(t *testing.T) {
 	waitNeighbour(t, b, v4a, macA)
 	waitNeighbour(t, b, v6a, macA)
 
+	// Addresses being handed over (Quiet) stay on the interface, and
+	// Announce leaves them out: b's poisoned entries stay wrong, the
+	// others' are repaired. Once no longer quiet, Announce repairs them.
+	m.Quiet([]netip.Addr{v4a, v6a})
+	poisonNeighbours(t, b, v4a, v6a, v4b, v6b)
+	m.Announce(ctx)
+	waitNeighbour(t, b, v4b, macA)
+	waitNeighbour(t, b, v6b, macA)
+	time.Sleep(300 * time.Millisecond) // the rest of Announce's burst
+	for _, vip := range []netip.Addr{v4a, v6a} {
+		if mac, _, _ := neighbour(t, b, vip); mac.String() == macA.String() {
+			t.Errorf("neighbour entry of %s repaired while it was quiet", vip)
+		}
+	}
+	expectAddrs(t, a, []string{"192.0.2.100/32", "2001:db8:1::100/128"}, nil)
+	m.Quiet(nil)
+	m.Announce(ctx)
+	waitNeighbour(t, b, v4a, macA)
+	waitNeighbour(t, b, v6a, macA)
+
 	if err := m.Set(ctx, []netip.Addr{v4a, v6a}); err != nil {
 		t.Fatalf("Set with fewer: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -29,6 +30,7 @@ type Manager struct {
 
 	mu         sync.Mutex // guards below; bursts take it for each frame
 	held       map[netip.Addr]bool
+	quiet      map[netip.Addr]bool // held but never announced (Quiet)
 	burstCtx   context.Context
 	stopBursts context.CancelFunc
 	bursts     sync.WaitGroup
@@ -52,6 +54,7 @@ func NewManager(iface string, logger klog.Logger, opts ...Option) *Manager {
 		openSender:    openPacketSender,
 		added:         map[netip.Addr]bool{},
 		held:          map[netip.Addr]bool{},
+		quiet:         map[netip.Addr]bool{},
 	}
 	for _, o := range opts {
 		o(m)
@@ -129,12 +132,35 @@ func (m *Manager) Announce(ctx context.Context) {
 	var addrs []netip.Addr
 	m.mu.Lock()
 	for a := range m.held {
-		if present[a] {
+		if present[a] && !m.quiet[a] {
 			addrs = append(addrs, a)
 		}
 	}
 	m.mu.Unlock()
 	m.announce(l, addrs)
+}
+
+// Quiet makes the Manager stop announcing addrs, from the next frame of a
+// burst in flight on, and clears what an earlier call marked: Set keeps
+// holding them as it holds any wanted address, but neither Set, Announce
+// nor a burst announces them. It is for addresses being handed over to
+// another host: kept on the interface so that what clients still send here
+// is forwarded, while clients learn the other host's MAC and must not be
+// drawn back just before this host removes them.
+func (m *Manager) Quiet(addrs []netip.Addr) {
+	want := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if a.IsValid() {
+			want[a.Unmap()] = true
+		}
+	}
+	m.mu.Lock()
+	changed := !maps.Equal(want, m.quiet)
+	m.quiet = want
+	m.mu.Unlock()
+	if changed && len(want) > 0 {
+		m.logger.Info("Handing virtual IPs over: held without announcing them until they are removed", "addresses", slices.SortedFunc(maps.Keys(want), netip.Addr.Compare))
+	}
 }
 
 // Present returns the addresses on the interface that the Manager owns,
