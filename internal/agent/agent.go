@@ -423,6 +423,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	a.ready.note(syncErr == nil, len(announced) > 0 && len(a.sessions.families()) > 0)
 	a.advertised.Store(&advertisedRoutes{all: routeAddrs(routes), elected: an.held(routes)})
 	addrStart := time.Now()
+	a.quiet(owned)
 	addrErr := a.cfg.Addresses.Set(ctx, owned)
 	a.keepOwned(owned)
 	if addrErr != nil {

@@ -117,11 +117,19 @@ func (r *recordingAnnouncer) prefixes() []string {
 	return out
 }
 
-// recordingAddresses records the addresses the agent holds.
+// recordingAddresses records the addresses the agent holds, and those it
+// holds quiet.
 type recordingAddresses struct {
 	noAddresses
-	mu   sync.Mutex
-	held []netip.Addr
+	mu    sync.Mutex
+	held  []netip.Addr
+	quiet []netip.Addr
+}
+
+func (r *recordingAddresses) Quiet(addrs []netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.quiet = slices.Clone(addrs)
 }
 
 func (r *recordingAddresses) Set(_ context.Context, want []netip.Addr) error {
@@ -170,6 +178,42 @@ func TestSyncAdvertisesBGPAddresses(t *testing.T) {
 	_ = a.sync(t.Context())
 	if got := ann.prefixes(); len(got) != 0 {
 		t.Errorf("with its data plane failing the host still advertises %v", got)
+	}
+}
+
+// In a drain hand-over, the addresses the host releases stay held but
+// quiet (not announced); when the hand-over ends, none is.
+func TestSyncHoldsReleasedAddressesQuiet(t *testing.T) {
+	noCheck := func(lb *v1alpha1.LoadBalancer) { lb.Spec.HealthCheck = nil }
+	kept, released := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::2")
+	owner := &ownerOf{}
+	owner.set(kept, released)
+	owner.releasing = map[netip.Addr]bool{released: true}
+	addrs := &recordingAddresses{}
+	a := testAgent(t, Config{DataPlane: &failingDataPlane{}, Addresses: addrs, Owner: owner},
+		newLB("web", noCheck, withAddresses(kept.String(), released.String())),
+	)
+	startInformer(t, a)
+	if err := a.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eq := cmpopts.EquateComparable(netip.Addr{})
+	if diff := cmp.Diff([]netip.Addr{kept, released}, addrs.held, eq); diff != "" {
+		t.Errorf("held (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]netip.Addr{released}, addrs.quiet, eq); diff != "" {
+		t.Errorf("quiet (-want +got):\n%s", diff)
+	}
+	owner.set(kept) // the hand-over is over: the other host holds it
+	owner.releasing = nil
+	if err := a.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]netip.Addr{kept}, addrs.held, eq); diff != "" {
+		t.Errorf("held after the hand-over (-want +got):\n%s", diff)
+	}
+	if len(addrs.quiet) != 0 {
+		t.Errorf("quiet after the hand-over: %v, want none", addrs.quiet)
 	}
 }
 

@@ -56,10 +56,18 @@ func TestPassthroughOnly(t *testing.T) {
 	}
 }
 
-// ownerOf owns the addresses in its set (a Cluster electing this host).
+// ownerOf owns the addresses in its set (a Cluster electing this host),
+// and releases those in releasing (a drain hand-over).
 type ownerOf struct {
-	mu    sync.Mutex
-	owned map[netip.Addr]bool
+	mu        sync.Mutex
+	owned     map[netip.Addr]bool
+	releasing map[netip.Addr]bool
+}
+
+func (o *ownerOf) Releasing(a netip.Addr) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.releasing[a]
 }
 
 func (o *ownerOf) Owns(a netip.Addr) bool {

@@ -19,6 +19,7 @@ import (
 	"github.com/groundcloud/groundcloud/api/v1alpha1"
 	"github.com/groundcloud/groundcloud/internal/health"
 	"github.com/groundcloud/groundcloud/internal/kubecore"
+	"github.com/groundcloud/groundcloud/internal/layer2"
 	"github.com/groundcloud/groundcloud/internal/lbapi"
 	"github.com/groundcloud/groundcloud/internal/membership"
 )
@@ -427,4 +428,41 @@ func (o *Options) validateOwnership() error {
 		return o.Membership.Validate()
 	}
 	return fmt.Errorf("--vip-ownership %q: want %s, %s or %s", o.Ownership, OwnershipAll, OwnershipMemberlist, OwnershipNone)
+}
+
+// releaser is an Owner that hands some of the addresses it owns over while
+// it still holds them (*membership.Gossip, in a drain hand-over).
+type releaser interface {
+	Releasing(vip netip.Addr) bool
+}
+
+// quieter is Addresses that can hold some addresses without announcing
+// them (*layer2.Manager).
+type quieter interface {
+	Quiet(addrs []netip.Addr)
+}
+
+var (
+	_ releaser = (*membership.Gossip)(nil)
+	_ quieter  = (*layer2.Manager)(nil)
+)
+
+// quiet tells the Addresses which of owned this host is handing over:
+// they stay on the interface, so that what clients still send here is
+// forwarded, but are not announced, so that no client is drawn back to
+// this host just before it removes them (docs/high-availability.md,
+// "Maintenance: drain and reboot").
+func (a *Agent) quiet(owned []netip.Addr) {
+	q, ok := a.cfg.Addresses.(quieter)
+	r, ok2 := a.cfg.Owner.(releaser)
+	if !ok || !ok2 {
+		return
+	}
+	var out []netip.Addr
+	for _, v := range owned {
+		if r.Releasing(v) {
+			out = append(out, v)
+		}
+	}
+	q.Quiet(out)
 }

@@ -45,14 +45,19 @@ type candidateFamilies map[string][]string
 
 // advertising returns the candidates among cands that may advertise vip.
 func (f candidateFamilies) advertising(cands []string, vip netip.Addr) []string {
-	family := familyOf(vip)
 	var out []string
 	for _, c := range cands {
-		if fs, ok := f[c]; !ok || fs == nil || slices.Contains(fs, family) {
+		if f.mayAdvertise(c, vip) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// mayAdvertise reports whether candidate c may advertise vip.
+func (f candidateFamilies) mayAdvertise(c string, vip netip.Addr) bool {
+	fs, ok := f[c]
+	return !ok || fs == nil || slices.Contains(fs, familyOf(vip))
 }
 
 func (f candidateFamilies) equal(o candidateFamilies) bool {

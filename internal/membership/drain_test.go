@@ -9,8 +9,9 @@ import (
 // TestDrain: a host whose Node is cordoned publishes Draining at once and,
 // a hand-over later, yields its addresses to the Ready members, which own
 // them as soon as they see it Draining; it keeps those no Ready member
-// may hold (another host group, or no other host at all); uncordoned, it
-// is Ready again and takes its share back.
+// may hold (another host group, or no other host at all); during the
+// hand-over it releases what it hands over (Releasing: held, not
+// announced); uncordoned, it is Ready again and takes its share back.
 func TestDrain(t *testing.T) {
 	const edge = "example.net/edge=true"
 	var vips []netip.Addr
@@ -41,14 +42,27 @@ func TestDrain(t *testing.T) {
 	if got := owned(a, vips); got != before {
 		t.Errorf("during the hand-over lb-a owns %d, want still %d", got, before)
 	}
-	if w := a.wake(); !w.Equal(now.Add(drainHandover)) {
-		t.Errorf("wake %v, want the end of the hand-over %v", w, now.Add(drainHandover))
+	// What it owns then, it releases: held, but neither announced nor
+	// defended; not the address of its group, which lb-b may not hold.
+	for _, v := range vips {
+		if a.Owns(v) && !a.Releasing(v) {
+			t.Errorf("during the hand-over lb-a owns %s without releasing it", v)
+		}
+		if !a.Owns(v) && a.Releasing(v) {
+			t.Errorf("lb-a releases %s, which it does not own", v)
+		}
 	}
-	eval(a, now.Add(drainHandover))
+	if a.Releasing(edgeVIP) {
+		t.Error("lb-a releases an address of its group, which lb-b may not hold")
+	}
+	if w := a.wake(); !w.Equal(now.Add(handOver)) {
+		t.Errorf("wake %v, want the end of the hand-over %v", w, now.Add(handOver))
+	}
+	eval(a, now.Add(handOver))
 	if got := owned(a, vips); got != 0 {
 		t.Errorf("after the hand-over lb-a owns %d addresses, want none (lb-b is Ready)", got)
 	}
-	if !a.Owns(edgeVIP) {
+	if !a.Owns(edgeVIP) || a.Releasing(edgeVIP) {
 		t.Error("lb-a gave up an address of its group, which lb-b may not hold")
 	}
 	if !a.wake().IsZero() {
@@ -70,9 +84,12 @@ func TestDrain(t *testing.T) {
 	solo := bgpMember("lb-a", 0, nil)
 	solo.obs.Draining = true
 	eval(solo, now)
-	eval(solo, now.Add(drainHandover))
+	eval(solo, now.Add(handOver))
 	if got := owned(solo, vips); got != len(vips) {
 		t.Errorf("a draining host alone owns %d of %d, want all", got, len(vips))
+	}
+	if solo.Releasing(vips[0]) {
+		t.Error("a draining host alone releases what nobody else may hold")
 	}
 
 	// A host that becomes Ready while cordoned (restarted during the
@@ -93,11 +110,16 @@ func TestDrain(t *testing.T) {
 
 	// Uncordoned: Ready, its share back.
 	a.obs.Draining = false
-	eval(a, now.Add(2*drainHandover))
+	eval(a, now.Add(2*handOver))
 	if st := a.Status().State; st != StateReady {
 		t.Errorf("uncordoned: state %s, want Ready", st)
 	}
 	if got := owned(a, vips); got != before {
 		t.Errorf("uncordoned lb-a owns %d, want its share %d again", got, before)
+	}
+	for _, v := range vips {
+		if a.Releasing(v) {
+			t.Errorf("uncordoned lb-a releases %s", v)
+		}
 	}
 }

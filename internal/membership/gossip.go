@@ -76,16 +76,17 @@ type Observation struct {
 	// them before it first holds one (probe.go).
 	Fresh map[netip.Addr]bool
 	// Draining: this host's Node is cordoned (spec.unschedulable): while
-	// Ready it publishes StateDraining and, drainHandover later, yields
+	// Ready it publishes StateDraining and, handOver later, yields
 	// its addresses to the Ready members (it keeps those no Ready member
 	// may hold).
 	Draining bool
 }
 
-// drainHandover is how long a host that starts draining goes on holding
-// its addresses after it has told the others, so that they add theirs
-// before it removes its own (a gossip round is 200 ms).
-const drainHandover = time.Second
+// handOver is how long a host that gives addresses to others without
+// failing (it starts draining, another member becomes Ready) goes on
+// holding them, so that they add theirs before it removes its own (a
+// gossip round is 200 ms; an agent's sync takes 100 ms and more).
+const handOver = time.Second
 
 // Hooks are how a Gossip tells its agent what to do. They are called from
 // the Gossip's goroutines and must not block.
@@ -166,6 +167,11 @@ type Gossip struct {
 	addr        string // our gossip address, host:port
 	mac         string
 	newPeer     bool // a member joined since the last evaluation
+	// handBack: a member became Ready while this host served (a take-back
+	// after its hold-down, an uncordon): until it ends, this host still
+	// holds the link addresses it owned among the candidates before, so
+	// that the member adds them before this host removes them (zero: none).
+	handBack handBack
 
 	apiHosts    []Host               // obs.Hosts
 	apiMACs     map[string]string    // MAC -> host, from apiHosts
@@ -212,13 +218,56 @@ func New(cfg Config) *Gossip {
 
 // Owns reports whether this host holds vip now: it is Ready, rendezvous
 // hashing over the Ready members that may own vip (of its host group, able
-// to advertise it when it is advertised over BGP) gives it vip, and it does
-// not yield vip in a split brain.
+// to advertise it when it is advertised over BGP) gives it vip, or gave it
+// vip before another member became Ready a hand-over ago (handBack), and
+// it does not yield vip in a split brain.
 func (g *Gossip) Owns(vip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
-	return !g.suppressed[vip] && !g.probes.blocked(vip) && g.owner(vip) == g.cfg.Name
+	return !g.suppressed[vip] && !g.probes.blocked(vip) && (g.owner(vip) == g.cfg.Name || g.handsBack(vip))
+}
+
+// handBack is a hand-over to members that became Ready while this host
+// served: until is its end, cands the candidates before them.
+type handBack struct {
+	until time.Time
+	cands []string
+}
+
+// handsBack reports whether this host holds vip only for a hand-back: it
+// owned vip on the link among the candidates before another member became
+// Ready, and owns it no more; g.mu is held.
+func (g *Gossip) handsBack(vip netip.Addr) bool {
+	if g.handBack.until.IsZero() || g.obs.Advertised[vip] {
+		// Over BGP, two advertisers of one address split its flows at the
+		// router: no overlap there.
+		return false
+	}
+	return g.owner(vip) != g.cfg.Name && Owner(vip, g.eligible(g.handBack.cands, vip)) == g.cfg.Name
+}
+
+// updateHandBack starts, keeps or ends the hand-back when the candidates
+// go from prev to cands at now; g.mu is held. It reports whether one
+// ended (this host then lets its addresses go: a change).
+func (g *Gossip) updateHandBack(now time.Time, prev, cands []string) bool {
+	self := g.cfg.Name
+	active := !g.handBack.until.IsZero()
+	switch {
+	case !slices.Contains(cands, self):
+		g.handBack = handBack{} // it no longer serves: nothing to hand over
+		return false
+	case slices.Contains(prev, self) && slices.ContainsFunc(cands, func(c string) bool { return !slices.Contains(prev, c) }):
+		if !active {
+			g.handBack.cands = prev // the candidates before the first newcomer
+		}
+		g.handBack.until = now.Add(handOver)
+		return false
+	case active && !now.Before(g.handBack.until):
+		g.handBack = handBack{}
+		return true
+	}
+	return false
 }
 
 // owner is the owner of vip among the candidates of its group (and, when
@@ -282,7 +331,7 @@ func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
 		cands = g.candGroups.in(pool, g.groupOf(vip))
 		if g.obs.Advertised[vip] {
 			cands = slices.DeleteFunc(cands, func(c string) bool {
-				return !slices.Contains(g.candBGP.advertising([]string{c}, vip), c) && !slices.Contains(g.peers[c].Sessions, familyOf(vip))
+				return !g.candBGP.mayAdvertise(c, vip) && !slices.Contains(g.peers[c].Sessions, familyOf(vip))
 			})
 		}
 	}
@@ -408,9 +457,9 @@ func (g *Gossip) evaluate(now time.Time) bool {
 	case g.drainSince.IsZero() && wasServing:
 		g.drainSince = now // it holds its share: a hand-over
 	case g.drainSince.IsZero():
-		g.drainSince = now.Add(-drainHandover) // Ready while cordoned: it holds nothing to hand over
+		g.drainSince = now.Add(-handOver) // Ready while cordoned: it holds nothing to hand over
 	}
-	yields := draining && !now.Before(g.drainSince.Add(drainHandover))
+	yields := draining && !now.Before(g.drainSince.Add(handOver))
 	g.yielded = yields
 	selfState := g.ready.state
 	if yields {
@@ -425,6 +474,7 @@ func (g *Gossip) evaluate(now time.Time) bool {
 		fams[p.Name] = p.BGP
 	}
 	changed := !slices.Equal(cands, g.cands) || !slices.Equal(drainers, g.drainers) || !groups.equal(g.candGroups) || !fams.equal(g.candBGP)
+	changed = g.updateHandBack(now, g.cands, cands) || changed
 	g.cands, g.drainers, g.candGroups, g.candBGP = cands, drainers, groups, fams
 	return changed
 }
@@ -433,7 +483,7 @@ func (g *Gossip) evaluate(now time.Time) bool {
 // (zero: never): the end of a hold-down; g.mu is held.
 func (g *Gossip) wake() time.Time {
 	w := g.ready.wake()
-	for _, t := range []time.Time{g.bgp.wake(), g.drainWake()} {
+	for _, t := range []time.Time{g.bgp.wake(), g.drainWake(), g.handBack.until} {
 		if w.IsZero() || !t.IsZero() && t.Before(w) {
 			w = t
 		}
@@ -444,10 +494,42 @@ func (g *Gossip) wake() time.Time {
 // drainWake is the end of this host's drain hand-over, while it runs
 // (zero: none); g.mu is held.
 func (g *Gossip) drainWake() time.Time {
-	if g.drainSince.IsZero() || g.yielded || !g.obs.Draining || g.ready.state != StateReady {
+	if !g.handingOver() {
 		return time.Time{}
 	}
-	return g.drainSince.Add(drainHandover)
+	return g.drainSince.Add(handOver)
+}
+
+// handingOver: this host's drain hand-over runs (it is Ready, its Node
+// cordoned, and it has not yielded yet); g.mu is held.
+func (g *Gossip) handingOver() bool {
+	return !g.drainSince.IsZero() && !g.yielded && g.obs.Draining && g.ready.state == StateReady
+}
+
+// Releasing reports whether this host holds vip only until it removes it
+// in a hand-over: in its drain hand-over, where the others already hear it
+// Draining and one of them holds vip or is about to; or in a hand-back to
+// a member that became Ready. It still owns vip (Owns), so that packets
+// clients send here meanwhile are forwarded, but must neither announce it
+// nor defend it: a client drawn back to this host's MAC just before it
+// removes the address would send to a host that no longer forwards it
+// until the client's neighbour entry is renewed, seconds later.
+func (g *Gossip) Releasing(vip netip.Addr) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.releasing(vip.Unmap())
+}
+
+// releasing is Releasing; g.mu is held.
+func (g *Gossip) releasing(vip netip.Addr) bool {
+	if g.handsBack(vip) {
+		return true
+	}
+	if !g.handingOver() || g.owner(vip) != g.cfg.Name {
+		return false
+	}
+	others := slices.DeleteFunc(slices.Clone(g.cands), func(c string) bool { return c == g.cfg.Name })
+	return len(g.eligible(others, vip)) > 0
 }
 
 // state is the State this host publishes: its readiness, Draining while

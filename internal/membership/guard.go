@@ -177,8 +177,10 @@ func (g *Gossip) guardRound(ctx context.Context, l2 *layer2.Guard, hooks Hooks) 
 			continue
 		}
 		follow = append(follow, v)
-		if g.probes.blocked(v) {
-			continue // not held yet: its probes are probeRound's
+		if g.probes.blocked(v) || g.releasing(v) {
+			// Not held yet: its probes are probeRound's. Or being handed
+			// over: the other host's claims are rightful.
+			continue
 		}
 		wanted = append(wanted, v)
 		if !g.suppressed[v] {
