@@ -30,7 +30,8 @@ import (
 // client opens a new connection every 20 ms to a passthrough and a proxy
 // Service and holds four to each: none fails, none breaks, some host holds
 // each address at every moment, and the drained host holds none from the
-// drain until it is uncordoned. The hosts are no backends meanwhile (the
+// drain until it is uncordoned, nor does it draw the client back to itself
+// once another host has the address. The hosts are no backends meanwhile (the
 // exclusion label): what is measured is their load-balancer role.
 func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Interface) {
 	ctx := t.Context()
@@ -54,6 +55,17 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	host := before[vips[0]]
 	t.Logf("holders before the drain: %v; draining %s", before, host)
 
+	// What the client hears: which host tells it to send an address's
+	// packets where.
+	claims, err := availability.WatchClaims(s.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claims.Stop()
+	hostMAC, err := c.Node(host).Host.MAC()
+	if err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
 	drainNode(t, c, host)
 	for _, v := range vips {
@@ -92,6 +104,17 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	for _, v := range vips {
 		if h, _ := hostHolds(t, node.Host, v); h {
 			t.Errorf("%s holds %s after its reboot while cordoned", host, v)
+		}
+	}
+	// The drained host handed its addresses over in silence: once another
+	// host had announced one, it never drew the client back (an
+	// announcement, or its kernel's answer while it still held it). A
+	// client drawn back sends to a host that removes the address a moment
+	// later, until its neighbour entry is renewed: with the machine
+	// switched off, seconds of lost connections.
+	for _, v := range vips {
+		if cl, ok := claims.DrawnBack(v, hostMAC, began); ok {
+			t.Errorf("%s claimed %s again at %s (%s after the drain began; active %v), after another host had taken it", host, v, cl.At.Format(time.StampMilli), cl.At.Sub(began).Round(time.Millisecond), cl.Active)
 		}
 	}
 	setUnschedulable(ctx, t, c, host, false)
