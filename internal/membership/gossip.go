@@ -169,8 +169,8 @@ type Gossip struct {
 	newPeer     bool // a member joined since the last evaluation
 	// handBack: a member became Ready while this host served (a take-back
 	// after its hold-down, an uncordon): until it ends, this host still
-	// holds the link addresses it owned among the candidates before, so
-	// that the member adds them before this host removes them (zero: none).
+	// holds the link addresses it held then, so that the member adds them
+	// before this host removes them (zero: none).
 	handBack handBack
 
 	apiHosts    []Host               // obs.Hosts
@@ -229,27 +229,33 @@ func (g *Gossip) Owns(vip netip.Addr) bool {
 }
 
 // handBack is a hand-over to members that became Ready while this host
-// served: until is its end, cands the candidates before them.
+// served: until is its end, held the link addresses this host held then.
 type handBack struct {
 	until time.Time
-	cands []string
+	held  map[netip.Addr]bool
 }
 
 // handsBack reports whether this host holds vip only for a hand-back: it
-// owned vip on the link among the candidates before another member became
-// Ready, and owns it no more; g.mu is held.
+// held vip when another member became Ready, and owns it no more; g.mu is
+// held.
 func (g *Gossip) handsBack(vip netip.Addr) bool {
-	if g.handBack.until.IsZero() || g.obs.Advertised[vip] {
-		// Over BGP, two advertisers of one address split its flows at the
-		// router: no overlap there.
-		return false
+	return g.handBack.held[vip] && g.owner(vip) != g.cfg.Name
+}
+
+// holding adds to held the link addresses this host holds now (not those
+// advertised over BGP: two advertisers of one address would split its
+// flows at the router, so they get no overlap); g.mu is held.
+func (g *Gossip) holding(held map[netip.Addr]bool) {
+	for v := range g.vips {
+		if !g.obs.Advertised[v] && !g.suppressed[v] && !g.probes.blocked(v) && (g.owner(v) == g.cfg.Name || g.handsBack(v)) {
+			held[v] = true
+		}
 	}
-	return g.owner(vip) != g.cfg.Name && Owner(vip, g.eligible(g.handBack.cands, vip)) == g.cfg.Name
 }
 
 // updateHandBack starts, keeps or ends the hand-back when the candidates
-// go from prev to cands at now; g.mu is held. It reports whether one
-// ended (this host then lets its addresses go: a change).
+// go from prev (still g.cands) to cands at now; g.mu is held. It reports
+// whether one ended (this host then lets its addresses go: a change).
 func (g *Gossip) updateHandBack(now time.Time, prev, cands []string) bool {
 	self := g.cfg.Name
 	active := !g.handBack.until.IsZero()
@@ -259,8 +265,9 @@ func (g *Gossip) updateHandBack(now time.Time, prev, cands []string) bool {
 		return false
 	case slices.Contains(prev, self) && slices.ContainsFunc(cands, func(c string) bool { return !slices.Contains(prev, c) }):
 		if !active {
-			g.handBack.cands = prev // the candidates before the first newcomer
+			g.handBack.held = map[netip.Addr]bool{}
 		}
+		g.holding(g.handBack.held)
 		g.handBack.until = now.Add(handOver)
 		return false
 	case active && !now.Before(g.handBack.until):

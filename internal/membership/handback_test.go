@@ -10,8 +10,9 @@ import (
 // hold-down, an uncordon), this host goes on holding, quiet (Releasing),
 // the link addresses that member now owns for a hand-over, so that the
 // member adds them before this host removes them; then it lets them go.
-// No overlap for an address advertised over BGP: two advertisers would
-// split its flows at the router.
+// Only what it held: not an address it yielded in a split brain, nor
+// one advertised over BGP (two advertisers would split its flows at the
+// router).
 func TestHandBack(t *testing.T) {
 	var vips []netip.Addr
 	for i := range 16 {
@@ -22,6 +23,11 @@ func TestHandBack(t *testing.T) {
 	now := time.Now()
 	a := bgpMember("lb-a", 0, []netip.Addr{advertised}, Member{Name: "lb-b", State: StateHoldDown})
 	a.obs.Sessions = []string{"ipv4"}
+	a.obs.VIPs = all
+	a.vips = map[netip.Addr]bool{}
+	for _, v := range all {
+		a.vips[v] = true
+	}
 	eval := func(at time.Time) bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -40,19 +46,34 @@ func TestHandBack(t *testing.T) {
 
 	// lb-b becomes Ready (and may advertise the BGP address).
 	at := now.Add(2 * time.Minute)
-	a.peers["lb-b"] = Member{Name: "lb-b", State: StateReady, BGP: []string{"ipv4"}}
-	if !eval(at) {
-		t.Error("a newcomer changed nothing")
-	}
 	b := bgpMember("lb-b", 0, []netip.Addr{advertised}, Member{Name: "lb-a", State: StateReady, BGP: []string{"ipv4"}})
 	b.obs.Sessions = []string{"ipv4"}
 	b.mu.Lock()
 	b.evaluate(at)
 	b.evaluate(at.Add(time.Minute))
 	b.mu.Unlock()
+	// One of lb-b's addresses lb-a did not hold then (it yielded it in a
+	// split brain): nothing to hand back, even once it no longer yields.
+	var yielded netip.Addr
+	for _, v := range vips {
+		if b.Owns(v) {
+			yielded = v
+			break
+		}
+	}
+	a.suppressed[yielded] = true
+	a.peers["lb-b"] = Member{Name: "lb-b", State: StateReady, BGP: []string{"ipv4"}}
+	if !eval(at) {
+		t.Error("a newcomer changed nothing")
+	}
+	delete(a.suppressed, yielded)
+	if a.Owns(yielded) || a.Releasing(yielded) {
+		t.Errorf("lb-a owns %s %v, releasing %v, which it did not hold when lb-b came; want neither", yielded, a.Owns(yielded), a.Releasing(yielded))
+	}
 	handed := 0
 	for _, v := range vips {
 		switch {
+		case v == yielded:
 		case b.Owns(v) && (!a.Owns(v) || !a.Releasing(v)):
 			t.Errorf("during the hand-back lb-a owns %s %v, releasing %v; want both, it is lb-b's now", v, a.Owns(v), a.Releasing(v))
 		case !b.Owns(v) && (!a.Owns(v) || a.Releasing(v)):
