@@ -58,6 +58,17 @@ func newTestManager(t *testing.T, interval time.Duration) (*Manager, *fakeSender
 	return m, s
 }
 
+// startBurst holds addrs and starts a burst of them, and returns once the
+// first frame of first is out (or 5 s have passed).
+func startBurst(m *Manager, s *fakeSender, first netip.Addr, addrs ...netip.Addr) {
+	m.setHeld(addrs)
+	m.announce(link{index: 2, mac: testMAC}, addrs)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.count(first) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestBurstSendsThreeFramesPerAddress(t *testing.T) {
 	m, s := newTestManager(t, time.Millisecond)
 	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8:1::100")
@@ -75,12 +86,7 @@ func TestBurstSendsThreeFramesPerAddress(t *testing.T) {
 func TestBurstStopsForAddressesLetGo(t *testing.T) {
 	m, s := newTestManager(t, 200*time.Millisecond)
 	kept, dropped := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
-	m.setHeld([]netip.Addr{kept, dropped})
-	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{kept, dropped})
-	deadline := time.Now().Add(5 * time.Second)
-	for s.count(dropped) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	startBurst(m, s, dropped, kept, dropped)
 	m.setHeld([]netip.Addr{kept}) // what Set does before removing an address
 	m.bursts.Wait()
 	if got := s.count(dropped); got != 1 {
@@ -96,12 +102,7 @@ func TestBurstStopsForAddressesLetGo(t *testing.T) {
 func TestBurstSkipsQuietAddresses(t *testing.T) {
 	m, s := newTestManager(t, 200*time.Millisecond)
 	loud, quiet := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8:1::101")
-	m.setHeld([]netip.Addr{loud, quiet})
-	m.announce(link{index: 2, mac: testMAC}, []netip.Addr{loud, quiet})
-	deadline := time.Now().Add(5 * time.Second)
-	for s.count(quiet) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	startBurst(m, s, quiet, loud, quiet)
 	m.Quiet([]netip.Addr{quiet})
 	m.bursts.Wait()
 	if got := s.count(quiet); got != 1 {
