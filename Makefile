@@ -1,5 +1,5 @@
 # groundcloud — an index over small scripts in hack/.
-.PHONY: all build deps demo demo-down test test-unit test-e2e test-upgrade conformance lint generate tools fuzz bench
+.PHONY: all build deps demo demo-down test test-unit test-e2e test-upgrade conformance sig-network lint generate tools fuzz bench
 
 all: build
 
@@ -36,6 +36,9 @@ test-upgrade: deps ## the upgrade and downgrade lane alone (make test runs it to
 
 conformance: deps ## Kubernetes' [sig-network] LoadBalancers e2e specs on every lane (test/conformance; LANES=a,b for some)
 	GROUNDCLOUD_LANES=$(or $(LANES),all) TEST_FLAGS="-v -timeout 6h $(TEST_FLAGS)" hack/test.sh ./test/conformance/
+
+sig-network: deps ## the rest of Kubernetes' [sig-network] e2e specs, once, on the default lane: a report (test/conformance TestSigNetwork), not pass/fail
+	GROUNDCLOUD_CONFORMANCE=sig-network TEST_FLAGS="-v -timeout 3h $(TEST_FLAGS)" hack/test.sh -run '^TestSigNetwork$$' ./test/conformance/
 
 lint:             ## gofmt, go vet, go mod tidy, generated files up to date
 	hack/lint.sh
