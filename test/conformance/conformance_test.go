@@ -260,7 +260,7 @@ func startRunner(t *testing.T, c *realcluster.Cluster, gw *netlab.Host) (*netlab
 			t.Fatal(err)
 		}
 	}
-	if err := runner.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), 32)); err != nil {
+	if err := runner.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), c.APIServer.Addr().BitLen())); err != nil {
 		t.Fatal(err)
 	}
 	relay, err := runner.Forward(context.Background(), c.APIServer.String(), strings.TrimPrefix(c.CP.URL, "https://"))

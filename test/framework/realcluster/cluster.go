@@ -132,10 +132,19 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 func (c *Cluster) logf(format string, args ...any) { c.Opts.Logf(format, args...) }
 
-// dualStack reports whether the cluster has IPv6 as well.
-func (c *Cluster) dualStack() bool {
+// nodeAddrs are h's lab addresses of the cluster's families, in
+// ClusterCIDR's order: the node's IPs, the first its primary one.
+func (c *Cluster) nodeAddrs(h *netlab.Host) []netip.Addr {
 	cidrs, _ := parseCIDRs("", c.Opts.ClusterCIDR)
-	return len(cidrs) == 2
+	var out []netip.Addr
+	for _, p := range cidrs {
+		if p.Addr().Is4() {
+			out = append(out, h.Addr4)
+		} else {
+			out = append(out, h.Addr6)
+		}
+	}
+	return out
 }
 
 func (c *Cluster) apiserverURL() string { return "https://" + c.APIServer.String() }
@@ -294,7 +303,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 // starts its containerd and kubelet.
 func (c *Cluster) startNode(ctx context.Context, n *Node) error {
 	h := n.Host
-	if err := h.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), 32)); err != nil {
+	if err := h.AddAddress("lo", netip.PrefixFrom(c.APIServer.Addr(), c.APIServer.Addr().BitLen())); err != nil {
 		return err
 	}
 	f, err := h.Forward(context.Background(), c.APIServer.String(), c.CP.URL[len("https://"):])

@@ -222,9 +222,9 @@ func (c *Cluster) cloudConfig() string {
 	var b strings.Builder
 	b.WriteString("[Global]\nregion = lab\n\n")
 	for _, n := range slices.Concat(c.Nodes, c.late) {
-		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninstance-type = netns\ninternal-ip = %s\n", n.Name, n.Host.Addr4)
-		if c.dualStack() {
-			fmt.Fprintf(&b, "internal-ip = %s\n", n.Host.Addr6)
+		fmt.Fprintf(&b, "[Machine %q]\nzone = rack-1\ninstance-type = netns\n", n.Name)
+		for _, a := range c.nodeAddrs(n.Host) {
+			fmt.Fprintf(&b, "internal-ip = %s\n", a)
 		}
 		b.WriteString("\n")
 	}

@@ -264,7 +264,8 @@ func (n *Node) startKubelet(c *Cluster) error {
 	if err != nil {
 		return err
 	}
-	s := kubeletSettings{paths: n.paths, cgroupRoot: n.cgroupRoot, nodeIP: n.Host.Addr4, clusterDNS: dns}
+	nodeAddrs := c.nodeAddrs(n.Host)
+	s := kubeletSettings{paths: n.paths, cgroupRoot: n.cgroupRoot, nodeIP: nodeAddrs[0], clusterDNS: dns}
 	// The load-balancer host label is the administrator's to set
 	// (Cluster.labelLoadBalancerHost): the kubelet refuses a
 	// node-restriction.kubernetes.io/ key in --node-labels, and
@@ -285,9 +286,9 @@ func (n *Node) startKubelet(c *Cluster) error {
 	if err := c.CP.WriteKubeconfig(n.paths.kubeletKubeconfig(), nodeUser(n.Name), c.apiserverURL()); err != nil {
 		return err
 	}
-	nodeIPs := []string{n.Host.Addr4.String()}
-	if c.dualStack() {
-		nodeIPs = append(nodeIPs, n.Host.Addr6.String())
+	var nodeIPs []string
+	for _, a := range nodeAddrs {
+		nodeIPs = append(nodeIPs, a.String())
 	}
 	args := []string{
 		"--config=" + n.paths.kubeletConfig(),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
@@ -20,6 +21,10 @@ const (
 // apiserver: an address on every node's loopback, relayed to the apiserver
 // on the machine's 127.0.0.1 (see Cluster.APIServer).
 var DefaultAPIServerAddress = netip.MustParseAddr("10.200.0.1")
+
+// DefaultAPIServerAddress6 is DefaultAPIServerAddress of an IPv6-only
+// cluster: the apiserver's address must be of its Services' first family.
+var DefaultAPIServerAddress6 = netip.MustParseAddr("fd00:10:200::1")
 
 // Options configure a cluster. Zero values take the defaults noted.
 type Options struct {
@@ -118,6 +123,9 @@ func (o Options) withDefaults() Options {
 	}
 	if !o.APIServerAddress.IsValid() {
 		o.APIServerAddress = DefaultAPIServerAddress
+		if svc, err := parseCIDRs("", o.ServiceCIDR); err == nil && svc[0].Addr().Is6() {
+			o.APIServerAddress = DefaultAPIServerAddress6
+		}
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -162,11 +170,14 @@ func (o Options) Validate() error {
 	errs = append(errs, err)
 	svc, err := parseCIDRs("ServiceCIDR", o.ServiceCIDR)
 	errs = append(errs, err)
-	if len(cidrs) != len(svc) {
-		errs = append(errs, fmt.Errorf("ClusterCIDR %s and ServiceCIDR %s: want the same families", o.ClusterCIDR, o.ServiceCIDR))
+	if !slices.Equal(families(cidrs), families(svc)) {
+		errs = append(errs, fmt.Errorf("ClusterCIDR %s and ServiceCIDR %s: want the same families, in the same order", o.ClusterCIDR, o.ServiceCIDR))
 	}
-	if !o.APIServerAddress.Is4() {
-		errs = append(errs, fmt.Errorf("APIServerAddress %s: want an IPv4 address", o.APIServerAddress))
+	// kube-apiserver refuses an advertise address of another family than
+	// the first service CIDR's ("service IP family must match public
+	// address family").
+	if len(svc) > 0 && o.APIServerAddress.Is4() != svc[0].Addr().Is4() {
+		errs = append(errs, fmt.Errorf("APIServerAddress %s: want an address of ServiceCIDR %s's first family", o.APIServerAddress, o.ServiceCIDR))
 	}
 	for _, p := range append(append(cidrs, svc...), o.Subnet4, o.Subnet6) {
 		if p.Contains(o.APIServerAddress) {
@@ -190,4 +201,13 @@ func parseCIDRs(name, s string) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("%s %s: want one CIDR, or an IPv4 and an IPv6 one", name, s)
 	}
 	return out, nil
+}
+
+// families are the address families of prefixes, in order: true for IPv4.
+func families(prefixes []netip.Prefix) []bool {
+	out := make([]bool, 0, len(prefixes))
+	for _, p := range prefixes {
+		out = append(out, p.Addr().Is4())
+	}
+	return out
 }

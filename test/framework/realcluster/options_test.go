@@ -25,6 +25,14 @@ func TestValidate(t *testing.T) {
 		{name: "node port addresses", change: func(o *Options) { o.NodePortAddresses = []string{"100.64.0.0/16", "primary"} }},
 		{name: "node port address not a CIDR", change: func(o *Options) { o.NodePortAddresses = []string{"100.64.0.1"} }, problem: `NodePortAddresses "100.64.0.1"`},
 		{name: "apiserver address in the lab", change: func(o *Options) { o.APIServerAddress = netip.MustParseAddr("192.0.2.9") }, problem: "is in 192.0.2.0/24"},
+		{name: "IPv6 only", change: func(o *Options) {
+			o.ClusterCIDR, o.ServiceCIDR, o.APIServerAddress = "fd00:10:244::/56", "fd00:10:96::/112", DefaultAPIServerAddress6
+		}},
+		{name: "IPv6 first", change: func(o *Options) {
+			o.ClusterCIDR, o.ServiceCIDR, o.APIServerAddress = "fd00:10:244::/56,10.244.0.0/16", "fd00:10:96::/112,10.96.0.0/16", DefaultAPIServerAddress6
+		}},
+		{name: "families in another order", change: func(o *Options) { o.ServiceCIDR = "fd00:10:96::/112,10.96.0.0/16" }, problem: "in the same order"},
+		{name: "IPv6 only with an IPv4 apiserver address", change: func(o *Options) { o.ClusterCIDR, o.ServiceCIDR = "fd00:10:244::/56", "fd00:10:96::/112" }, problem: "first family"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,5 +56,16 @@ func TestKubeProxyConfigNodePortAddresses(t *testing.T) {
 	cfg := kubeProxyConfig("10.244.0.0/16", []string{"100.64.0.0/16", "fd00::/64"})
 	if !strings.HasSuffix(cfg, "nodePortAddresses:\n  - \"100.64.0.0/16\"\n  - \"fd00::/64\"\n") {
 		t.Errorf("config:\n%s", cfg)
+	}
+}
+
+// An IPv6-only cluster's apiserver address defaults to an IPv6 one.
+func TestIPv6OnlyDefaults(t *testing.T) {
+	o := Options{Dir: "/tmp/x", ToolsDir: "/work/tools", ClusterCIDR: "fd00:10:244::/56", ServiceCIDR: "fd00:10:96::/112"}.withDefaults()
+	if o.APIServerAddress != DefaultAPIServerAddress6 {
+		t.Errorf("APIServerAddress %s, want %s", o.APIServerAddress, DefaultAPIServerAddress6)
+	}
+	if err := o.Validate(); err != nil {
+		t.Error(err)
 	}
 }

@@ -270,10 +270,7 @@ func (c *Cluster) kubeProxySynced(ctx context.Context, n *Node) string {
 	if err != nil {
 		return err.Error()
 	}
-	families := 1
-	if c.dualStack() {
-		families = 2
-	}
+	families := len(c.nodeAddrs(n.Host))
 	if synced < families {
 		return fmt.Sprintf("%d of %d IP families synced", synced, families)
 	}
