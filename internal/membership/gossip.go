@@ -82,10 +82,10 @@ type Observation struct {
 	Draining bool
 }
 
-// handOver is how long a host that gives addresses to others without
-// failing (it starts draining, another member becomes Ready) goes on
-// holding them, so that they add theirs before it removes its own (a
-// gossip round is 200 ms; an agent's sync takes 100 ms and more).
+// handOver is how long a host that starts draining goes on holding its
+// addresses after it has told the others, so that they add theirs before
+// it removes its own (a gossip round is 200 ms; an agent's sync takes
+// 100 ms and more).
 const handOver = time.Second
 
 // Hooks are how a Gossip tells its agent what to do. They are called from
@@ -167,11 +167,6 @@ type Gossip struct {
 	addr        string // our gossip address, host:port
 	mac         string
 	newPeer     bool // a member joined since the last evaluation
-	// handBack: a member became Ready while this host served (a take-back
-	// after its hold-down, an uncordon): until it ends, this host still
-	// holds the link addresses it held then, so that the member adds them
-	// before this host removes them (zero: none).
-	handBack handBack
 
 	apiHosts    []Host               // obs.Hosts
 	apiMACs     map[string]string    // MAC -> host, from apiHosts
@@ -218,63 +213,13 @@ func New(cfg Config) *Gossip {
 
 // Owns reports whether this host holds vip now: it is Ready, rendezvous
 // hashing over the Ready members that may own vip (of its host group, able
-// to advertise it when it is advertised over BGP) gives it vip, or gave it
-// vip before another member became Ready a hand-over ago (handBack), and
-// it does not yield vip in a split brain.
+// to advertise it when it is advertised over BGP) gives it vip, and it does
+// not yield vip in a split brain.
 func (g *Gossip) Owns(vip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
-	return !g.suppressed[vip] && !g.probes.blocked(vip) && (g.owner(vip) == g.cfg.Name || g.handsBack(vip))
-}
-
-// handBack is a hand-over to members that became Ready while this host
-// served: until is its end, held the link addresses this host held then.
-type handBack struct {
-	until time.Time
-	held  map[netip.Addr]bool
-}
-
-// handsBack reports whether this host holds vip only for a hand-back: it
-// held vip when another member became Ready, and owns it no more; g.mu is
-// held.
-func (g *Gossip) handsBack(vip netip.Addr) bool {
-	return g.handBack.held[vip] && g.owner(vip) != g.cfg.Name
-}
-
-// holding adds to held the link addresses this host holds now (not those
-// advertised over BGP: two advertisers of one address would split its
-// flows at the router, so they get no overlap); g.mu is held.
-func (g *Gossip) holding(held map[netip.Addr]bool) {
-	for v := range g.vips {
-		if !g.obs.Advertised[v] && !g.suppressed[v] && !g.probes.blocked(v) && (g.owner(v) == g.cfg.Name || g.handsBack(v)) {
-			held[v] = true
-		}
-	}
-}
-
-// updateHandBack starts, keeps or ends the hand-back when the candidates
-// go from prev (still g.cands) to cands at now; g.mu is held. It reports
-// whether one ended (this host then lets its addresses go: a change).
-func (g *Gossip) updateHandBack(now time.Time, prev, cands []string) bool {
-	self := g.cfg.Name
-	active := !g.handBack.until.IsZero()
-	switch {
-	case !slices.Contains(cands, self):
-		g.handBack = handBack{} // it no longer serves: nothing to hand over
-		return false
-	case slices.Contains(prev, self) && slices.ContainsFunc(cands, func(c string) bool { return !slices.Contains(prev, c) }):
-		if !active {
-			g.handBack.held = map[netip.Addr]bool{}
-		}
-		g.holding(g.handBack.held)
-		g.handBack.until = now.Add(handOver)
-		return false
-	case active && !now.Before(g.handBack.until):
-		g.handBack = handBack{}
-		return true
-	}
-	return false
+	return !g.suppressed[vip] && !g.probes.blocked(vip) && g.owner(vip) == g.cfg.Name
 }
 
 // owner is the owner of vip among the candidates of its group (and, when
@@ -481,7 +426,6 @@ func (g *Gossip) evaluate(now time.Time) bool {
 		fams[p.Name] = p.BGP
 	}
 	changed := !slices.Equal(cands, g.cands) || !slices.Equal(drainers, g.drainers) || !groups.equal(g.candGroups) || !fams.equal(g.candBGP)
-	changed = g.updateHandBack(now, g.cands, cands) || changed
 	g.cands, g.drainers, g.candGroups, g.candBGP = cands, drainers, groups, fams
 	return changed
 }
@@ -490,7 +434,7 @@ func (g *Gossip) evaluate(now time.Time) bool {
 // (zero: never): the end of a hold-down; g.mu is held.
 func (g *Gossip) wake() time.Time {
 	w := g.ready.wake()
-	for _, t := range []time.Time{g.bgp.wake(), g.drainWake(), g.handBack.until} {
+	for _, t := range []time.Time{g.bgp.wake(), g.drainWake()} {
 		if w.IsZero() || !t.IsZero() && t.Before(w) {
 			w = t
 		}
@@ -514,9 +458,8 @@ func (g *Gossip) handingOver() bool {
 }
 
 // Releasing reports whether this host holds vip only until it removes it
-// in a hand-over: in its drain hand-over, where the others already hear it
-// Draining and one of them holds vip or is about to; or in a hand-back to
-// a member that became Ready. It still owns vip (Owns), so that packets
+// in its drain hand-over: the others already hear it Draining, and one of
+// them holds vip or is about to. It still owns vip (Owns), so that packets
 // clients send here meanwhile are forwarded, but must neither announce it
 // nor defend it: a client drawn back to this host's MAC just before it
 // removes the address would send to a host that no longer forwards it
@@ -529,9 +472,6 @@ func (g *Gossip) Releasing(vip netip.Addr) bool {
 
 // releasing is Releasing; g.mu is held.
 func (g *Gossip) releasing(vip netip.Addr) bool {
-	if g.handsBack(vip) {
-		return true
-	}
 	if !g.handingOver() || g.owner(vip) != g.cfg.Name {
 		return false
 	}
