@@ -45,7 +45,10 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	}
 	s := newHAScenario(t, c, dyn, "drain")
 	defer s.stop()
-	svcs := s.startForwarded(t, "drain", 0)
+	// New connections count as in the rolling update (checkAgentsRolledOut):
+	// failed when not connected within rolloutTimeout, and a passthrough
+	// one must not take longer than slowConnect either.
+	svcs := s.startForwarded(t, "drain", rolloutTimeout)
 	var vips []netip.Addr
 	for _, r := range svcs {
 		vips = append(vips, r.vip)
@@ -131,6 +134,11 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 		t.Logf("%s: new connections: %d attempts, %d failed, gap %s; holders: %s", what, o.Attempts, o.Failed, o.Gap.Round(time.Millisecond), holderChanges(s.holders.Changes(r.vip, began), began))
 		if o.Failed > 0 || o.Unrecovered {
 			t.Errorf("%s: %d of %d new connections failed (gap %s), want none", what, o.Failed, o.Attempts, o.Gap.Round(time.Millisecond))
+		}
+		slow := slowAttempts(r.client.Attempts(), began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
+		t.Logf("%s: %d new connections took over %s (connected on a retransmitted SYN)", what, slow, slowConnect)
+		if slow > 0 && r.forwarding == "passthrough" {
+			t.Errorf("%s: %d of %d new connections took over %s, want none", what, slow, o.Attempts, slowConnect)
 		}
 		expectHeld(t, r.client, what, began)
 		for _, ch := range s.holders.Changes(r.vip, began) {
