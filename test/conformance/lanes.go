@@ -39,6 +39,7 @@ var Lanes = []string{
 	"ipv4-bgp-proxy",
 	"dual-l2-passthrough",
 	"dual-l2-proxy",
+	"ipv6-l2-passthrough",
 }
 
 // ParseLane parses a lane's name.
