@@ -145,11 +145,17 @@ func (c Config) serveLines(ln net.Listener, h *held) error {
 func (c Config) lines(conn net.Conn, h *held) {
 	defer conn.Close()
 	l := &lineConn{w: bufio.NewWriter(conn)}
-	if l.writeLine("%s %s\n", c.Pod, conn.RemoteAddr()) != nil {
-		return
-	}
+	// Held before the greeting goes out, and a push waits for it (l.mu):
+	// a client that has read the greeting gets every push after it.
+	l.mu.Lock()
 	h.addLine(l)
 	defer h.removeLine(l)
+	fmt.Fprintf(l.w, "%s %s\n", c.Pod, conn.RemoteAddr())
+	err := l.w.Flush()
+	l.mu.Unlock()
+	if err != nil {
+		return
+	}
 	in := bufio.NewScanner(conn)
 	for in.Scan() {
 		if l.writeLine("%s %s\n", c.Pod, in.Text()) != nil {
