@@ -29,6 +29,7 @@ const (
 	mapNodePorts     = "node-ports"
 	mapProxyVIPs     = "proxy-vips"
 	mapRoutedVIPs    = "routed-vips"
+	mapHandOver      = "hand-over"
 	maxReadableChars = 200 // of a service name in a chain name; nft allows 255
 )
 

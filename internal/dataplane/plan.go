@@ -18,7 +18,9 @@ const HashSeed = 0x67636c64 // "gcld"
 // Validate reports are left out; everything else is programmed.
 func Desired(s State) Ruleset {
 	services, _ := normalize(s)
-	return desired(services, nil, Counting{})
+	r := desired(services, nil, Counting{})
+	r.addHandOver(s.HandOver)
+	return r
 }
 
 // desired computes the ruleset with the counters of c; memo (may be nil)
@@ -317,6 +319,51 @@ func (t *Table) addRoutedVIP(f family, vip string, key []string) {
 		c.Rules = append(slices.Clip(c.Rules), f.ip+" daddr vmap @"+mapRoutedVIPs)
 	}
 	t.addElementText(mapRoutedVIPs, vip, key, verdictDrop)
+}
+
+// addHandOver adds the entries of handOver (State.HandOver) whose VIP has
+// proxy forwarding in the table of its family. The map and its rules exist
+// only in a table with such an entry, as routed-vips': a host that took
+// over nothing from a live host keeps the ruleset it had.
+//
+// filter-input copies what no rule translated for such a VIP, and
+// conntrack does not know, to the previous holder (dup: the copy is sent
+// to that host's link-layer address unchanged, its TTL one less, and the
+// kernel sends no copy of a copy); the rule after it drops the original,
+// as for every proxy VIP. filter-forward drops what arrives here for a
+// proxy VIP this host does not hold and no rule translated — such a copy
+// of a flow this host has no entry for either — rather than route it back
+// to the address's holder, which would copy it here again until its TTL
+// ran out.
+func (r Ruleset) addHandOver(handOver map[netip.Addr]netip.Addr) {
+	for vip, to := range handOver {
+		vip, to = vip.Unmap(), to.Unmap()
+		if vip.Is4() != to.Is4() || !to.IsValid() {
+			continue
+		}
+		t, f := r.IPv4, ipv4
+		if vip.Is6() {
+			t, f = r.IPv6, ipv6
+		}
+		key := vip.String()
+		if t == nil || t.Maps[mapProxyVIPs] == nil {
+			continue
+		}
+		if _, ok := t.Maps[mapProxyVIPs].Elements[key]; !ok {
+			continue
+		}
+		if t.Maps[mapHandOver] == nil {
+			t.addMap(mapHandOver, f.addrType+" : "+f.addrType, "VIPs taken over from a host still up: what no rule translated and conntrack does not know is copied to it")
+			in := t.Chains[chainFilterInput]
+			last := len(in.Rules) - 1 // the drop of what no rule translated
+			in.Rules = slices.Concat(in.Rules[:last:last],
+				[]string{"ct state new,invalid meta l4proto { tcp, udp } dup to " + f.ip + " daddr map @" + mapHandOver},
+				in.Rules[last:])
+			fwd := t.Chains[chainFilterForward]
+			fwd.Rules = append(slices.Clip(fwd.Rules), "ct state new,invalid meta l4proto { tcp, udp } "+f.ip+" daddr vmap @"+mapProxyVIPs)
+		}
+		t.addElementText(mapHandOver, key, []string{key}, []string{to.String()})
+	}
 }
 
 // newPortText formats the chain name and DNAT rule of k, a port with a

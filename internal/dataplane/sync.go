@@ -100,6 +100,7 @@ func (s *Syncer) Sync(ctx context.Context, st State) (Result, error) {
 		logger.V(2).Info("Skipping invalid parts of the load-balancer state", "err", errors.Join(problems...))
 	}
 	desired := desired(services, s.memo, s.counting)
+	desired.addHandOver(st.HandOver)
 	full := s.needFull
 	start := time.Now()
 

@@ -55,6 +55,9 @@ type verdict struct {
 	dnat   netip.AddrPort
 	snat   netip.Addr
 	reject string // "tcp reset" or "icmp"
+	// copyTo is where a dup statement sent a copy of the packet (the
+	// packet itself goes on to its action).
+	copyTo netip.Addr
 }
 
 func (v verdict) String() string {
@@ -84,6 +87,7 @@ type flow struct {
 	origDst netip.Addr
 	dnatted bool
 	snat    netip.Addr
+	copyTo  netip.Addr
 	trace   []string
 }
 
@@ -131,7 +135,7 @@ func (tr *tracer) run(p packet) verdict {
 func (tr *tracer) final(f *flow, v string) verdict {
 	switch {
 	case v == "drop":
-		return verdict{action: "drop"}
+		return verdict{action: "drop", copyTo: f.copyTo}
 	case v == "reject with tcp reset":
 		return verdict{action: "reject", reject: "tcp reset"}
 	case v == "reject":
@@ -177,6 +181,7 @@ var (
 	reL4Proto      = regexp.MustCompile(`^meta l4proto (\w+)\s*`)
 	reL4ProtoSet   = regexp.MustCompile(`^meta l4proto \{ ([^}]*) \}\s*`)
 	reDaddrVmap    = regexp.MustCompile(`^(ip6?) daddr vmap @(\S+)\s*`)
+	reDup          = regexp.MustCompile(`^dup to (ip6?) daddr map @(\S+)\s*`)
 	reDispatch     = regexp.MustCompile(`^(ip6?) daddr \. meta l4proto \. th dport vmap @(\S+)\s*`)
 	reSaddrNotIn   = regexp.MustCompile(`^(ip6?) saddr != \{ ([^}]*) \}\s*`)
 	reJump         = regexp.MustCompile(`^(jump|goto) (\S+)\s*`)
@@ -229,6 +234,10 @@ func (tr *tracer) rule(table *knftables.FakeTable, f *flow, rule string, depth i
 				return "", false
 			}
 			rest = target + " " + rest
+		case match(reDup, &rest, &m):
+			if to := tr.lookup(table, m[2], f.dst.String()); to != "" {
+				f.copyTo = netip.MustParseAddr(to)
+			}
 		case match(reDispatch, &rest, &m):
 			target := tr.lookup(table, m[2], f.dst.String(), f.proto, strconv.Itoa(int(f.dport)))
 			if target == "" {

@@ -53,6 +53,18 @@ type State struct {
 	// backend gets no passthrough buckets of that family, as if it were
 	// unhealthy there, and Validate reports it. Empty Links skip the check.
 	Links []netip.Prefix
+	// HandOver maps a VIP of proxy forwarding this host took over from
+	// another host that is still up (a drain, a rolling update, a
+	// take-back) to that host's address on the link, of the VIP's family.
+	// A packet for the VIP that no rule translated and conntrack does not
+	// know — a node's packet in a flow the previous holder forwarded and
+	// this host has not seen yet, such as a server's greeting or the
+	// SYN-ACK of a handshake in flight — is copied to that host, which
+	// still has the flow's entry and forwards it to the client, before
+	// this host drops its own copy (docs/packet-path.md, "After a
+	// hand-over"). Entries for other addresses, or of the other family,
+	// are left out.
+	HandOver map[netip.Addr]netip.Addr
 }
 
 // Forwarding is how a load-balancer host hands a service's packets to a
