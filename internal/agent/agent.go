@@ -165,6 +165,8 @@ type Agent struct {
 	held           map[netip.Addr]bool              // owned after the last sync (at start, the adopted); used by sync only
 	adopted        map[netip.Addr]bool              // left by the predecessor, until membership decides (adopts); used by sync only
 	heldBefore     heldBefore                       // virtual IPs some host is known to have held; used by sync only
+	handOvers      handOvers                        // who held each address before this host; used by sync only
+	handOverTimer  *time.Timer                      // a sync when a hand-over ends; used by sync only
 	owned          atomic.Pointer[[]netip.Addr]     // held on the interface after the last sync, for a stop
 	advertised     atomic.Pointer[advertisedRoutes] // the routes given the announcer in the last sync, for a stop
 	ownOnly        map[string]bool                  // LoadBalancers warned about as OwnNodeOnly; used by sync only
@@ -389,6 +391,8 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	plan := a.plan(ctx, lbs, nodes)
 	a.noteNeverHealthy(lbs, &plan)
+	an := announceOf(lbs, a.labels())
+	plan.State.HandOver = a.handOverFrom(an, plan.VIPs)
 
 	start := time.Now()
 	res, syncErr := a.cfg.DataPlane.Sync(ctx, plan.State)
@@ -409,7 +413,6 @@ func (a *Agent) sync(ctx context.Context) error {
 			a.looseOnce.Do(func() { checkLoosePickup(logger) })
 		}
 	}
-	an := announceOf(lbs, a.labels())
 	an.bgp = onlyServed(an.bgp, plan.State)
 	var owned []netip.Addr
 	for _, vip := range plan.VIPs {

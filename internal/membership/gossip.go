@@ -243,6 +243,26 @@ func (g *Gossip) eligible(names []string, vip netip.Addr) []string {
 	return out
 }
 
+// Holder returns the member that holds vip now by the rules of Owns and,
+// when it is another member, the host of its gossip address (invalid when
+// it is this host, none, or its address is unknown). A host that takes vip
+// over from a member still up asks it beforehand, to copy that member what
+// it cannot translate of the flows the member forwarded (the agent's
+// hand-over).
+func (g *Gossip) Holder(vip netip.Addr) (string, netip.Addr) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	name := g.owner(vip.Unmap())
+	if name == "" || name == g.cfg.Name {
+		return name, netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(g.peers[name].Addr)
+	if err != nil {
+		return name, netip.Addr{}
+	}
+	return name, ap.Addr().Unmap()
+}
+
 // Successor returns the member that would hold vip if this host left
 // now: the owner by the same rules as Owns among the other Ready members
 // ("" when none may hold it). A stopping agent asks it (leaving) to

@@ -128,3 +128,37 @@ func TestHoldDownEndsWhenTheOnlyServerLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestHolder: the member that holds an address and the host of its gossip
+// address, for a host about to take the address over from it; no address
+// when this host holds it, or the holder's address is not known.
+func TestHolder(t *testing.T) {
+	vip := netip.MustParseAddr("192.0.2.10")
+	for _, tt := range []struct {
+		name     string
+		holdDown time.Duration // this host's: lb-b holds everything meanwhile
+		peer     Member
+		wantName string
+		wantAddr string // "": invalid
+	}{
+		{"held by lb-b", time.Minute, Member{Name: "lb-b", State: StateReady, Addr: "192.0.2.12:7946"}, "lb-b", "192.0.2.12"},
+		{"an IPv6 gossip address", time.Minute, Member{Name: "lb-b", State: StateReady, Addr: "[2001:db8::12]:7946"}, "lb-b", "2001:db8::12"},
+		{"no address known", time.Minute, Member{Name: "lb-b", State: StateReady}, "lb-b", ""},
+		{"held by this host: lb-b drains", 0, Member{Name: "lb-b", State: StateDraining, Addr: "192.0.2.12:7946"}, "lb-a", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := bgpMember("lb-a", tt.holdDown, nil, tt.peer)
+			g.mu.Lock()
+			g.evaluate(time.Now())
+			g.mu.Unlock()
+			name, addr := g.Holder(vip)
+			var want netip.Addr
+			if tt.wantAddr != "" {
+				want = netip.MustParseAddr(tt.wantAddr)
+			}
+			if name != tt.wantName || addr != want {
+				t.Errorf("Holder(%s) = %q %s, want %q %s", vip, name, addr, tt.wantName, want)
+			}
+		})
+	}
+}
