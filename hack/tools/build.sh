@@ -25,13 +25,20 @@ tools=(
   ginkgo=github.com/onsi/ginkgo/v2/ginkgo
   agnhost=k8s.io/kubernetes/test/images/agnhost
 )
-key=$( (cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go; printf '%s\n' "${tools[@]}") | sha256sum | cut -c1-16)
+# Files copied beside them from a module, by name and path in it: what the
+# images built from the tools carry besides (agnhost's porter serves TLS with
+# this certificate and key, test/framework/realcluster BuildAgnhost).
+files=(
+  localhost.crt=k8s.io/kubernetes/test/images/agnhost/porter/localhost.crt
+  localhost.key=k8s.io/kubernetes/test/images/agnhost/porter/localhost.key
+)
+key=$( (cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go; printf '%s\n' "${tools[@]}" "${files[@]}") | sha256sum | cut -c1-16)
 bin=$root/$key
 
 built() {
   local t
-  for t in "${tools[@]}"; do
-    [ -x "$bin/${t%%=*}" ] || return 1
+  for t in "${tools[@]}" "${files[@]}"; do
+    [ -e "$bin/${t%%=*}" ] || return 1
   done
 }
 
@@ -59,6 +66,11 @@ mkdir -p "$bin.tmp"
 echo "building ${tools[*]%%=*} ($k8s_version) into $bin; takes several minutes the first time" >&2
 cd "$here"
 go build -trimpath -ldflags "$ldflags" -o "$bin.tmp/" "${tools[@]#*=}"
+k8s_dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+for f in "${files[@]}"; do
+  src=${f#*=}
+  install -m 0644 "$k8s_dir/${src#k8s.io/kubernetes/}" "$bin.tmp/${f%%=*}"
+done
 rm -rf "$bin"
 mv "$bin.tmp" "$bin"
 echo "$bin"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/groundcloud/groundcloud/test/framework/controlplane"
+	"github.com/groundcloud/groundcloud/test/framework/imagebuild"
 	"github.com/groundcloud/groundcloud/test/framework/netlab"
 	"github.com/groundcloud/groundcloud/test/framework/realcluster"
 )
@@ -112,7 +113,17 @@ func TestSigNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runLane(t, lane, networkFocus, networkSkip, func(t *testing.T, results []Result, _ error) {
+	// GROUNDCLOUD_SIG_NETWORK_FOCUS (make sig-network FOCUS=...) narrows
+	// the run to the specs it matches among those, e.g. to run again what
+	// failed.
+	focus := networkFocus
+	if f := os.Getenv("GROUNDCLOUD_SIG_NETWORK_FOCUS"); f != "" {
+		if _, err := regexp.Compile(f); err != nil {
+			t.Fatalf("GROUNDCLOUD_SIG_NETWORK_FOCUS: %v", err)
+		}
+		focus = f
+	}
+	runLane(t, lane, focus, networkSkip, func(t *testing.T, results []Result, _ error) {
 		results = Focused(results, regexp.MustCompile(networkFocus))
 		counts := map[string]int{}
 		for _, r := range results {
@@ -140,7 +151,7 @@ func runLane(t *testing.T, lane Lane, focus, skip string, check func(*testing.T,
 		t.Fatal(err)
 	}
 	e2e := filepath.Join(tools, "e2e")
-	refs, err := agnhostRefs(t.Context(), e2e)
+	refs, err := suiteImages(t.Context(), e2e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,13 +185,7 @@ func runLane(t *testing.T, lane Lane, focus, skip string, check func(*testing.T,
 			}
 		}
 	}
-	img, err := realcluster.BuildAgnhost(ctx, tools, filepath.Join(c.Opts.Dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ImportAs(ctx, img, refs...); err != nil {
-		t.Fatal(err)
-	}
+	importSuiteImages(t, c, tools, refs)
 	report := filepath.Join(c.Opts.Dir, "e2e")
 	suiteArgs := []string{
 		"-kubeconfig=" + kubeconfig,
@@ -296,22 +301,48 @@ func runSuite(ctx context.Context, runner *netlab.Host, ginkgo, e2e string, gink
 	return cmd.Run()
 }
 
-// agnhostRefs are the agnhost images the suite names (-list-images): the
-// image BuildAgnhost makes is imported under each.
-func agnhostRefs(ctx context.Context, e2e string) ([]string, error) {
+// suiteImages are the names under which the suite (-list-images) asks for
+// the images the test bed builds, by image: agnhost, which every lane's
+// specs run, and the two the rest of [sig-network] needs.
+func suiteImages(ctx context.Context, e2e string) (map[string][]string, error) {
 	out, err := exec.CommandContext(ctx, e2e, "-list-images").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s -list-images: %w", e2e, err)
 	}
-	var refs []string
+	refs := map[string][]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		if ref := strings.TrimSpace(sc.Text()); strings.Contains(ref, "/agnhost:") {
-			refs = append(refs, ref)
+		ref := strings.TrimSpace(sc.Text())
+		for _, name := range []string{"agnhost", "glibc-dns-testing", "distroless-iptables"} {
+			if strings.Contains(ref, "/"+name+":") {
+				refs[name] = append(refs[name], ref)
+			}
 		}
 	}
-	if len(refs) == 0 {
+	if len(refs["agnhost"]) == 0 {
 		return nil, fmt.Errorf("%s -list-images names no agnhost image:\n%s", e2e, out)
 	}
 	return refs, nil
+}
+
+// importSuiteImages builds the images of refs and imports each into every
+// node under the names the suite asks for.
+func importSuiteImages(t *testing.T, c *realcluster.Cluster, tools string, refs map[string][]string) {
+	t.Helper()
+	ctx := t.Context()
+	dir := filepath.Join(c.Opts.Dir, "images")
+	build := map[string]func() (imagebuild.Image, error){
+		"agnhost":             func() (imagebuild.Image, error) { return realcluster.BuildAgnhost(ctx, tools, dir) },
+		"glibc-dns-testing":   func() (imagebuild.Image, error) { return realcluster.BuildGlibcDNSTesting(ctx, tools, dir) },
+		"distroless-iptables": func() (imagebuild.Image, error) { return realcluster.BuildDistrolessIptables(ctx, dir) },
+	}
+	for name, names := range refs {
+		img, err := build[name]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ImportAs(ctx, img, names...); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -132,7 +132,8 @@ func kubeletConfig(s kubeletSettings) ([]byte, error) {
 // cniConfig is a node's network: the reference bridge plugin on cni0 with
 // host-local addresses from the Node's pod CIDRs (one per family), the
 // node as the Pods' gateway, no masquerading (pod routes carry pod
-// addresses between nodes), and the loopback plugin.
+// addresses between nodes); then portmap, for the Pods' hostPorts (its
+// iptables rules, through iptables-nft, in the node's own namespace).
 func cniConfig(name string, podCIDRs []netip.Prefix, ipamDir string) ([]byte, error) {
 	var ranges [][]map[string]string
 	var routes []map[string]string
@@ -160,6 +161,10 @@ func cniConfig(name string, podCIDRs []netip.Prefix, ipamDir string) ([]byte, er
 					"routes":  routes,
 					"dataDir": ipamDir,
 				},
+			},
+			map[string]any{
+				"type":         "portmap",
+				"capabilities": map[string]bool{"portMappings": true},
 			},
 		},
 	}

@@ -36,6 +36,17 @@ func TestCNIConfig(t *testing.T) {
 	if bridge["ipMasq"] != false || bridge["isGateway"] != true {
 		t.Errorf("bridge %v: want the node as gateway and no masquerading", bridge)
 	}
+	var types []any
+	for _, p := range got["plugins"].([]any) {
+		types = append(types, p.(map[string]any)["type"])
+	}
+	if diff := cmp.Diff([]any{"bridge", "portmap"}, types); diff != "" {
+		t.Errorf("plugin chain (-want +got):\n%s", diff)
+	}
+	portmap := got["plugins"].([]any)[1].(map[string]any)
+	if diff := cmp.Diff(map[string]any{"portMappings": true}, portmap["capabilities"]); diff != "" {
+		t.Errorf("portmap capabilities (-want +got):\n%s", diff)
+	}
 }
 
 func TestKubeletConfig(t *testing.T) {

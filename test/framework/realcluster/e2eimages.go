@@ -3,6 +3,7 @@ package realcluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/groundcloud/groundcloud/test/framework/imagebuild"
@@ -24,7 +25,10 @@ var agnhostTools = map[string]string{
 	"/usr/bin/ip": "/usr/bin/ip", "/usr/bin/awk": "/usr/bin/mawk",
 }
 
-// agnhostCoreutils are utilities at the same path as on this machine.
+// agnhostCoreutils are utilities at the same path as on this machine, and
+// in /bin too, where upstream's image (busybox) has them and specs name
+// them (Services "should create endpoints for unready pods": a preStop
+// hook of /bin/sleep).
 var agnhostCoreutils = []string{
 	"cat", "sleep", "echo", "ls", "date", "hostname", "timeout", "head", "tail",
 	"grep", "sed", "test", "env", "id", "mkdir", "rm", "touch", "wc", "sort",
@@ -35,30 +39,90 @@ var agnhostCoreutils = []string{
 // BuildAgnhost builds the image of Kubernetes' e2e test helper agnhost
 // (the tools module's build of k8s.io/kubernetes/test/images/agnhost) into
 // dir: /agnhost as its entrypoint with "pause" as its default arguments,
-// as upstream's, and the tools of agnhostTools and agnhostCoreutils.
+// as upstream's, the tools of agnhostTools and agnhostCoreutils, /coredns,
+// and porter's TLS certificate and key.
 func BuildAgnhost(ctx context.Context, tools, dir string) (imagebuild.Image, error) {
 	exes := []imagebuild.Executable{{Src: filepath.Join(tools, "agnhost"), Dest: "/agnhost"}}
 	for dest, src := range agnhostTools {
 		exes = append(exes, imagebuild.Executable{Src: src, Dest: dest})
 	}
-	for _, name := range agnhostCoreutils {
-		exes = append(exes, imagebuild.Executable{Src: "/usr/bin/" + name, Dest: "/usr/bin/" + name})
+	exes = append(exes, utilities(agnhostCoreutils...)...)
+	// The DNS specs run /coredns as their own test server (upstream's image
+	// carries a CoreDNS release there): the tools' CoreDNS, which has the
+	// hosts plugin they configure.
+	exes = append(exes, imagebuild.Executable{Src: filepath.Join(tools, "coredns"), Dest: "/coredns"})
+	files := map[string][]byte{
+		// Busybox's wget, which the specs expect, tries once; GNU wget
+		// tries 20 times on a timeout, so a spec that polls until an
+		// address is unreachable (wget -T 5) waited minutes per poll.
+		"/etc/wgetrc": []byte("tries = 1\n"),
 	}
-	b := imagebuild.Builder{Dir: dir}
-	img, err := b.Build(ctx, imagebuild.Spec{
+	// porter serves TLS with the certificate and key upstream's image
+	// carries at / (it opens them relative to its working directory);
+	// hack/tools/build.sh copies them from the module next to the tools.
+	for _, name := range []string{"localhost.crt", "localhost.key"} {
+		data, err := os.ReadFile(filepath.Join(tools, name))
+		if err != nil {
+			return imagebuild.Image{}, fmt.Errorf("agnhost image: porter's TLS files: %w", err)
+		}
+		files["/"+name] = data
+	}
+	return buildE2EImage(ctx, dir, imagebuild.Spec{
 		Name: imagePrefix + "agnhost", Base: "debian:bookworm-slim",
 		Executables: exes,
 		Entrypoint:  []string{"/agnhost"},
 		Cmd:         []string{"pause"},
-		Files: map[string][]byte{
-			// Busybox's wget, which the specs expect, tries once; GNU wget
-			// tries 20 times on a timeout, so a spec that polls until an
-			// address is unreachable (wget -T 5) waited minutes per poll.
-			"/etc/wgetrc": []byte("tries = 1\n"),
-		},
+		Files:       files,
 	})
+}
+
+// BuildGlibcDNSTesting builds the image of the DNS specs' glibc prober
+// (upstream's glibc-dns-testing: Debian with dnsutils, and a CoreDNS
+// release at /coredns) into dir: the shell, dig, getent and the utilities
+// its probe loop runs, from this machine, and the tools' CoreDNS.
+func BuildGlibcDNSTesting(ctx context.Context, tools, dir string) (imagebuild.Image, error) {
+	exes := []imagebuild.Executable{
+		{Src: "/usr/bin/dash", Dest: "/bin/sh"}, {Src: "/usr/bin/dig", Dest: "/usr/bin/dig"},
+		{Src: "/usr/bin/nslookup", Dest: "/usr/bin/nslookup"}, {Src: "/usr/bin/getent", Dest: "/usr/bin/getent"},
+		{Src: filepath.Join(tools, "coredns"), Dest: "/coredns"},
+	}
+	exes = append(exes, utilities("seq", "sleep", "cat", "echo", "test", "grep", "ls")...)
+	return buildE2EImage(ctx, dir, imagebuild.Spec{
+		Name: imagePrefix + "glibc-dns-testing", Base: "debian:bookworm-slim",
+		Executables: exes,
+		Files:       map[string][]byte{"/etc/nsswitch.conf": []byte("hosts: files dns\n")},
+	})
+}
+
+// BuildDistrolessIptables builds the image of kube-proxy's CLOSE_WAIT spec
+// (upstream's distroless-iptables, the base of its kube-proxy image) into
+// dir: a shell and what the spec runs in it to read the node's conntrack
+// table (cat and grep on /proc/net/nf_conntrack).
+func BuildDistrolessIptables(ctx context.Context, dir string) (imagebuild.Image, error) {
+	exes := []imagebuild.Executable{{Src: "/usr/bin/dash", Dest: "/bin/sh"}}
+	exes = append(exes, utilities("sleep", "cat", "grep", "test")...)
+	return buildE2EImage(ctx, dir, imagebuild.Spec{
+		Name: imagePrefix + "distroless-iptables", Base: "debian:bookworm-slim",
+		Executables: exes,
+	})
+}
+
+// utilities are this machine's /usr/bin/<name> at /usr/bin and /bin.
+func utilities(names ...string) []imagebuild.Executable {
+	var exes []imagebuild.Executable
+	for _, name := range names {
+		exes = append(exes,
+			imagebuild.Executable{Src: "/usr/bin/" + name, Dest: "/usr/bin/" + name},
+			imagebuild.Executable{Src: "/usr/bin/" + name, Dest: "/bin/" + name})
+	}
+	return exes
+}
+
+func buildE2EImage(ctx context.Context, dir string, spec imagebuild.Spec) (imagebuild.Image, error) {
+	b := imagebuild.Builder{Dir: dir}
+	img, err := b.Build(ctx, spec)
 	if err != nil {
-		return imagebuild.Image{}, fmt.Errorf("agnhost image: %w", err)
+		return imagebuild.Image{}, fmt.Errorf("%s image: %w", spec.Name, err)
 	}
 	return img, nil
 }

@@ -2,8 +2,11 @@
 // the sandbox: CoreDNS (github.com/coredns/coredns) with the plugins a
 // cluster's kube-dns Deployment uses, the way a kubeadm cluster configures
 // it (errors, health, ready, kubernetes, cache, loop, reload, loadbalance,
-// forward, log). Built in the tools module's one go build so that it
-// shares client-go with the Kubernetes binaries.
+// forward, log), and hosts, which Kubernetes' DNS e2e specs configure
+// when they run this binary as their own test server (/coredns in the
+// agnhost image, test/framework/realcluster BuildAgnhost). Built in the
+// tools module's one go build so that it shares client-go with the
+// Kubernetes binaries.
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
@@ -28,7 +32,7 @@ func init() {
 	// The order plugins run in, as CoreDNS's own plugin.cfg has it.
 	dnsserver.Directives = []string{
 		"bind", "errors", "log", "health", "ready", "loadbalance", "cache",
-		"whoami", "kubernetes", "loop", "reload", "forward",
+		"whoami", "hosts", "kubernetes", "loop", "reload", "forward",
 	}
 }
 
