@@ -131,7 +131,8 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	for _, r := range svcs {
 		what := fmt.Sprintf("%s drained, rebooted and uncordoned, %s (%s)", host, r.vip, r.forwarding)
 		o := availability.Measure(r.client.Attempts(), began, began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
-		t.Logf("%s: new connections: %d attempts, %d failed, gap %s; holders: %s", what, o.Attempts, o.Failed, o.Gap.Round(time.Millisecond), holderChanges(s.holders.Changes(r.vip, began), began))
+		t.Logf("%s: new connections: %d attempts, %d failed (%s), gap %s; holders: %s", what, o.Attempts, o.Failed, failedAt(r.client.Attempts(), began), o.Gap.Round(time.Millisecond), holderChanges(s.holders.Changes(r.vip, began), began))
+		logFailures(t, what, r.client.Attempts(), began.Add(-500*time.Millisecond))
 		if o.Failed > 0 || o.Unrecovered {
 			t.Errorf("%s: %d of %d new connections failed (gap %s), want none", what, o.Failed, o.Attempts, o.Gap.Round(time.Millisecond))
 		}

@@ -522,13 +522,7 @@ func (s *l2Failover) checkAPIServerAway(t *testing.T) {
 	o := availability.Measure(c.Attempts(), start, start, time.Now())
 	startAPIServer()
 	t.Logf("apiserver away: %d attempts, %d failed", o.Attempts, o.Failed)
-	logged := 0
-	for _, a := range c.Attempts() {
-		if a.Err != nil && !a.Start.Before(start) && logged < 5 {
-			t.Logf("failed attempt at +%s after %s: %v", a.Start.Sub(start).Round(time.Millisecond), a.Took.Round(time.Millisecond), a.Err)
-			logged++
-		}
-	}
+	logFailures(t, "apiserver away", c.Attempts(), start)
 	if o.Failed > 0 || o.Attempts < 1000 {
 		t.Errorf("with the apiserver away: %+v, want over 1000 attempts and none failed", o)
 	}

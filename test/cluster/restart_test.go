@@ -243,6 +243,7 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 			changes = routes[r.vip].changes(began)
 		}
 		t.Logf("%s: new connections: %d attempts, %d failed (%s), gap %s; holders: %s", what, o.Attempts, o.Failed, failedAt(r.client.Attempts(), began), o.Gap.Round(time.Millisecond), holderChanges(changes, began))
+		logFailures(t, what, r.client.Attempts(), began.Add(-500*time.Millisecond))
 		for i, conn := range r.client.Conns() {
 			if conn.Err != nil {
 				t.Logf("%s: long-lived connection %d to %s: last answer %s after the rollout began", what, i, conn.Node, conn.LastPong.Sub(began).Round(time.Millisecond))
@@ -378,6 +379,25 @@ func failedAt(attempts []availability.Attempt, began time.Time) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// logFailures logs the first few attempts started at or after began that
+// failed: when, how long they waited and why, which tells a handshake lost
+// in flight (a timeout) from a reset.
+func logFailures(t *testing.T, what string, attempts []availability.Attempt, began time.Time) {
+	t.Helper()
+	logged := 0
+	for _, a := range attempts {
+		if a.Err == nil || a.Start.Before(began) {
+			continue
+		}
+		if logged == 5 {
+			t.Logf("%s: more failed attempts not shown", what)
+			return
+		}
+		t.Logf("%s: failed attempt at +%s after %s: %v", what, a.Start.Sub(began).Round(time.Millisecond), a.Took.Round(time.Millisecond), a.Err)
+		logged++
+	}
 }
 
 // routeWatch samples the router's next hops for an address every 50 ms
