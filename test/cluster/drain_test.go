@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,20 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	}
 	drained := time.Now()
 	t.Logf("%s drained; it held its last address %s after the cordon", host, drained.Sub(began).Round(time.Millisecond))
+	// The host that took a proxy address over hands what it cannot
+	// translate of the drained host's flows to the drained host for a
+	// minute (docs/packet-path.md, "After a hand-over").
+	after := s.owners(t, vips)
+	for _, r := range svcs {
+		if r.forwarding != "proxy" || before[r.vip] != host || !r.vip.Is4() {
+			continue
+		}
+		want := fmt.Sprintf("%s : %s", r.vip, c.Node(host).Host.Addr4)
+		out, err := c.Node(after[r.vip]).Host.Command(ctx, "nft", "list", "map", "ip", "groundcloud", "hand-over").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s took %s over from %s: its hand-over map lacks %q (%v):\n%s", after[r.vip], r.vip, host, want, err, out)
+		}
+	}
 	time.Sleep(2 * time.Second)
 
 	// The reboot: the machine off (its kubelet and containers stop, its
@@ -120,12 +135,14 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 			t.Errorf("%s claimed %s again at %s (%s after the drain began; active %v), after another host had taken it", host, v, cl.At.Format(time.StampMilli), cl.At.Sub(began).Round(time.Millisecond), cl.Active)
 		}
 	}
-	setUnschedulable(ctx, t, c, host, false)
+	// Taken before the call: the host may take its share back before the
+	// call returns.
 	uncordoned := time.Now()
+	setUnschedulable(ctx, t, c, host, false)
 	// Its share back, after its hold-down.
 	s.waitReadyMembers(t, "drain", len(svcs))
 	time.Sleep(agentHoldDown + 2*time.Second)
-	after := s.owners(t, vips)
+	after = s.owners(t, vips)
 	t.Logf("holders after the uncordon: %v", after)
 
 	for _, r := range svcs {
