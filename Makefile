@@ -37,8 +37,8 @@ test-upgrade: deps ## the upgrade and downgrade lane alone (make test runs it to
 conformance: deps ## Kubernetes' [sig-network] LoadBalancers e2e specs on every lane (test/conformance; LANES=a,b for some)
 	GROUNDCLOUD_LANES=$(or $(LANES),all) TEST_FLAGS="-v -timeout 6h $(TEST_FLAGS)" hack/test.sh ./test/conformance/
 
-sig-network: deps ## the rest of Kubernetes' [sig-network] e2e specs, once, on the default lane: a report (test/conformance TestSigNetwork), not pass/fail (FOCUS=regexp for some)
-	GROUNDCLOUD_CONFORMANCE=sig-network GROUNDCLOUD_SIG_NETWORK_FOCUS='$(FOCUS)' TEST_FLAGS="-v -timeout 3h $(TEST_FLAGS)" hack/test.sh -run '^TestSigNetwork$$' ./test/conformance/
+sig-network: deps ## the rest of Kubernetes' [sig-network] e2e specs, once, on the default lane: a report (test/conformance TestSigNetwork), not pass/fail (FOCUS=regexp for some, PROCS=n processes, default 3)
+	GROUNDCLOUD_CONFORMANCE=sig-network GROUNDCLOUD_SIG_NETWORK_FOCUS='$(FOCUS)' GROUNDCLOUD_E2E_PROCS=$(PROCS) TEST_FLAGS="-v -timeout 3h $(TEST_FLAGS)" hack/test.sh -run '^TestSigNetwork$$' ./test/conformance/
 
 lint:             ## gofmt, go vet, go mod tidy, generated files up to date
 	hack/lint.sh

@@ -198,11 +198,13 @@ func podReady(p *corev1.Pod) bool {
 // 20 ms to each and holds four: none breaks, some host holds each address
 // throughout, and no new connection fails. A new connection fails when it
 // is not connected and greeted within rolloutTimeout; a passthrough one
-// may not take longer than the usual 0.5 s either. A proxy one may (those
-// are logged): a handshake in flight at a handover loses the node's
-// SYN-ACK, which reaches the new holder, with no entry for the half-open
-// connection, and connects on the client's SYN retransmission, a second
-// later (one of about 1,300 in one run of seven).
+// may not need a retransmitted SYN either (slowConnect). A proxy one may
+// (those are logged): a handshake in flight at a handover whose node's
+// SYN-ACK reached the new holder, with no entry for the half-open
+// connection, connected on the client's SYN retransmission, a second later
+// (one of about 1,300 in one run of seven), until the new holder copied
+// such packets to the previous one (State.HandOver, docs/packet-path.md
+// "After a hand-over"); none has since, in the runs so far.
 // With bgp (TestBGP), a passthrough and a proxy Service of its pool
 // announced over BGP roll too (the client behind the router): the same
 // checks, but for who holds the address (the router's route instead, which
