@@ -456,22 +456,7 @@ func takeoverChecks(t *testing.T, client, lb *netlab.Host, families []clientVIP,
 
 	t.Run("TCP: the connection lives on", func(t *testing.T) {
 		for _, c := range families {
-			var conn net.Conn
-			if err := client.Do(func() error {
-				var err error
-				conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(c.vip, 88).String(), 3*time.Second)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			var server net.Conn
-			select {
-			case server = <-accepted:
-			case <-time.After(3 * time.Second):
-				t.Fatalf("%s: no node accepted the connection", c.vip)
-			}
-			defer server.Close()
+			conn, server := holdConn(t, client, c.vip, accepted)
 			if err := sendLine(conn, server, "hello"); err != nil {
 				t.Fatalf("%s: client to node: %v", c.vip, err)
 			}
@@ -539,6 +524,28 @@ func takeoverChecks(t *testing.T, client, lb *netlab.Host, families []clientVIP,
 			}
 		}
 	})
+}
+
+// holdConn connects from client to port 88 of vip and returns both ends of
+// the connection, the node's as its hold server accepted it; both are
+// closed when the test ends.
+func holdConn(t *testing.T, client *netlab.Host, vip netip.Addr, accepted <-chan net.Conn) (conn, server net.Conn) {
+	t.Helper()
+	if err := client.Do(func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(vip, 88).String(), 3*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	select {
+	case server = <-accepted:
+	case <-time.After(3 * time.Second):
+		t.Fatalf("%s: no node accepted the connection", vip)
+	}
+	t.Cleanup(func() { server.Close() })
+	return conn, server
 }
 
 // nft runs the nft binary in h.

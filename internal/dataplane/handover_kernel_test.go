@@ -118,22 +118,7 @@ func TestKernelHandOver(t *testing.T) {
 		for _, h := range []*netlab.Host{client, node} {
 			runIn(t, h, "ip", "neigh", "replace", vip.String(), "lladdr", mac1, "dev", h.Iface, "nud", "reachable")
 		}
-		var conn net.Conn
-		if err := client.Do(func() error {
-			var err error
-			conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(vip, 88).String(), 3*time.Second)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		var server net.Conn
-		select {
-		case server = <-accepted:
-		case <-time.After(3 * time.Second):
-			t.Fatalf("%s: the node accepted no connection", vip)
-		}
-		defer server.Close()
+		conn, server := holdConn(t, client, vip, accepted)
 		moveTo2(t, vip)
 		defer moveBack(t, vip)
 		if _, err := server.Write([]byte("greeting\n")); err != nil {

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -42,7 +43,7 @@ func TestHandOverRules(t *testing.T) {
 		for _, e := range m.Elements {
 			got[strings.Join(e.Key, " . ")] = strings.Join(e.Value, " ")
 		}
-		if !mapsEqual(got, tc.want) {
+		if !maps.Equal(got, tc.want) {
 			t.Errorf("%s: %s elements %v, want %v", tc.table.Family, mapHandOver, got, tc.want)
 		}
 		in := tc.table.Chains[chainFilterInput].Rules
@@ -76,18 +77,6 @@ func TestHandOverRules(t *testing.T) {
 			}
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // What reaches the new holder of a VIP and no rule translates — a node's
