@@ -24,6 +24,7 @@ tools=(
   e2e=./cmd/e2e
   ginkgo=github.com/onsi/ginkgo/v2/ginkgo
   agnhost=k8s.io/kubernetes/test/images/agnhost
+  regression-issue-74839=k8s.io/kubernetes/test/images/regression-issue-74839
 )
 # Files copied beside them from a module, by name and path in it: what the
 # images built from the tools carry besides (agnhost's porter serves TLS with

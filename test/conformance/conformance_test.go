@@ -310,7 +310,7 @@ func runSuite(ctx context.Context, runner *netlab.Host, ginkgo, e2e string, gink
 
 // suiteImages are the names under which the suite (-list-images) asks for
 // the images the test bed builds, by image: agnhost, which every lane's
-// specs run, and the two the rest of [sig-network] needs.
+// specs run, and those the rest of [sig-network] needs.
 func suiteImages(ctx context.Context, e2e string) (map[string][]string, error) {
 	out, err := exec.CommandContext(ctx, e2e, "-list-images").Output()
 	if err != nil {
@@ -320,7 +320,7 @@ func suiteImages(ctx context.Context, e2e string) (map[string][]string, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		ref := strings.TrimSpace(sc.Text())
-		for _, name := range []string{"agnhost", "glibc-dns-testing", "distroless-iptables"} {
+		for _, name := range []string{"agnhost", "glibc-dns-testing", "distroless-iptables", "regression-issue-74839", "pause"} {
 			if strings.Contains(ref, "/"+name+":") {
 				refs[name] = append(refs[name], ref)
 			}
@@ -342,6 +342,11 @@ func importSuiteImages(t *testing.T, c *realcluster.Cluster, tools string, refs 
 		"agnhost":             func() (imagebuild.Image, error) { return realcluster.BuildAgnhost(ctx, tools, dir) },
 		"glibc-dns-testing":   func() (imagebuild.Image, error) { return realcluster.BuildGlibcDNSTesting(ctx, tools, dir) },
 		"distroless-iptables": func() (imagebuild.Image, error) { return realcluster.BuildDistrolessIptables(ctx, dir) },
+		"regression-issue-74839": func() (imagebuild.Image, error) {
+			return realcluster.BuildRegressionIssue74839(ctx, tools, dir)
+		},
+		// The Pods' sandbox, which Service endpoints latency also runs.
+		"pause": func() (imagebuild.Image, error) { return c.Images.Pause, nil },
 	}
 	for name, names := range refs {
 		img, err := build[name]()

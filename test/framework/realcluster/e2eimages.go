@@ -22,7 +22,9 @@ var agnhostTools = map[string]string{
 	"/usr/bin/curl": "/usr/bin/curl", "/usr/bin/wget": "/usr/bin/wget",
 	"/usr/bin/nc": "/usr/bin/nc.openbsd", "/usr/bin/socat": "/usr/bin/socat",
 	"/usr/bin/dig": "/usr/bin/dig", "/usr/bin/nslookup": "/usr/bin/nslookup",
-	"/usr/bin/ip": "/usr/bin/ip", "/usr/bin/awk": "/usr/bin/mawk",
+	// The DNS specs' musl prober checks /etc/hosts entries with getent.
+	"/usr/bin/getent": "/usr/bin/getent",
+	"/usr/bin/ip":     "/usr/bin/ip", "/usr/bin/awk": "/usr/bin/mawk",
 }
 
 // agnhostCoreutils are utilities at the same path as on this machine, and
@@ -34,6 +36,9 @@ var agnhostCoreutils = []string{
 	"grep", "sed", "test", "env", "id", "mkdir", "rm", "touch", "wc", "sort",
 	"tr", "cut", "seq", "ps", "true", "false", "printf", "tee", "uname", "stat",
 	"find", "xargs", "kill", "expr", "basename", "dirname",
+	// Services "should be rejected for evicted pods" fills its ephemeral
+	// storage with dd.
+	"dd",
 }
 
 // BuildAgnhost builds the image of Kubernetes' e2e test helper agnhost
@@ -55,7 +60,8 @@ func BuildAgnhost(ctx context.Context, tools, dir string) (imagebuild.Image, err
 		// Busybox's wget, which the specs expect, tries once; GNU wget
 		// tries 20 times on a timeout, so a spec that polls until an
 		// address is unreachable (wget -T 5) waited minutes per poll.
-		"/etc/wgetrc": []byte("tries = 1\n"),
+		"/etc/wgetrc":        []byte("tries = 1\n"),
+		"/etc/nsswitch.conf": []byte("hosts: files dns\n"),
 	}
 	// porter serves TLS with the certificate and key upstream's image
 	// carries at / (it opens them relative to its working directory);
@@ -104,6 +110,19 @@ func BuildDistrolessIptables(ctx context.Context, dir string) (imagebuild.Image,
 	return buildE2EImage(ctx, dir, imagebuild.Spec{
 		Name: imagePrefix + "distroless-iptables", Base: "debian:bookworm-slim",
 		Executables: exes,
+	})
+}
+
+// BuildRegressionIssue74839 builds the image of the Conntrack spec "proxy
+// implementation should not be vulnerable to the invalid conntrack state
+// bug" (upstream's regression-issue-74839: the program alone, from the
+// tools' build of k8s.io/kubernetes/test/images/regression-issue-74839)
+// into dir.
+func BuildRegressionIssue74839(ctx context.Context, tools, dir string) (imagebuild.Image, error) {
+	return buildE2EImage(ctx, dir, imagebuild.Spec{
+		Name: imagePrefix + "regression-issue-74839", Base: "debian:bookworm-slim",
+		Executables: []imagebuild.Executable{{Src: filepath.Join(tools, "regression-issue-74839"), Dest: "/regression-issue-74839"}},
+		Entrypoint:  []string{"/regression-issue-74839"},
 	})
 }
 

@@ -25,7 +25,7 @@ func TestSuiteImages(t *testing.T) {
 		t.Skip("no ldd")
 	}
 	tools := t.TempDir()
-	for _, name := range []string{"agnhost", "coredns"} {
+	for _, name := range []string{"agnhost", "coredns", "regression-issue-74839"} {
 		data, err := os.ReadFile("/usr/bin/true")
 		if err != nil {
 			t.Fatal(err)
@@ -53,6 +53,10 @@ func TestSuiteImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	boom, err := BuildRegressionIssue74839(ctx, tools, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		archive string
 		want    []string
@@ -60,12 +64,14 @@ func TestSuiteImages(t *testing.T) {
 		// DNS "configurable pod resolv.conf" runs /coredns; Services
 		// "endpoints for unready pods" a preStop hook of /bin/sleep;
 		// Proxy's https paths porter's certificate.
-		{agnhost.Archive, []string{"agnhost", "coredns", "localhost.crt", "localhost.key", "bin/sleep", "usr/bin/sleep", "bin/sh", "usr/bin/curl", "usr/bin/nc", "usr/bin/dig", "etc/wgetrc"}},
+		{agnhost.Archive, []string{"agnhost", "coredns", "localhost.crt", "localhost.key", "bin/sleep", "usr/bin/sleep", "bin/sh", "usr/bin/curl", "usr/bin/nc", "usr/bin/dig", "usr/bin/getent", "etc/nsswitch.conf", "etc/wgetrc"}},
 		// The DNS specs' glibc prober: sh -c 'dig ...; getent hosts ...'.
 		{dns.Archive, []string{"coredns", "bin/sh", "usr/bin/dig", "usr/bin/getent", "usr/bin/seq", "bin/sleep", "etc/nsswitch.conf"}},
 		// KubeProxy's CLOSE_WAIT spec: sleep 600, then cat and grep of
 		// /proc/net/nf_conntrack in /bin/sh.
 		{iptables.Archive, []string{"bin/sh", "bin/sleep", "bin/cat", "bin/grep", "usr/bin/test"}},
+		// Conntrack's "invalid conntrack state" spec: the program alone.
+		{boom.Archive, []string{"regression-issue-74839"}},
 	} {
 		got := imageFiles(t, tc.archive)
 		for _, p := range tc.want {
