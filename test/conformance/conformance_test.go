@@ -320,7 +320,7 @@ func suiteImages(ctx context.Context, e2e string) (map[string][]string, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		ref := strings.TrimSpace(sc.Text())
-		for _, name := range []string{"agnhost", "glibc-dns-testing", "distroless-iptables", "regression-issue-74839", "pause"} {
+		for _, name := range []string{"agnhost", "glibc-dns-testing", "distroless-iptables", "regression-issue-74839", "pause", "busybox"} {
 			if strings.Contains(ref, "/"+name+":") {
 				refs[name] = append(refs[name], ref)
 			}
@@ -345,6 +345,7 @@ func importSuiteImages(t *testing.T, c *realcluster.Cluster, tools string, refs 
 		"regression-issue-74839": func() (imagebuild.Image, error) {
 			return realcluster.BuildRegressionIssue74839(ctx, tools, dir)
 		},
+		"busybox": func() (imagebuild.Image, error) { return realcluster.BuildBusybox(ctx, dir) },
 		// The Pods' sandbox, which Service endpoints latency also runs.
 		"pause": func() (imagebuild.Image, error) { return c.Images.Pause, nil },
 	}

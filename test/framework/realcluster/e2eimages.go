@@ -113,6 +113,23 @@ func BuildDistrolessIptables(ctx context.Context, dir string) (imagebuild.Image,
 	})
 }
 
+// BuildBusybox builds a stand-in for the suite's busybox image into dir:
+// the shell, the utilities of agnhostCoreutils and nc, from this machine
+// (the Conntrack specs run `sh -c "... sleep ...; nc boom-server 9000"` in
+// it), with sh as its default command, as busybox's.
+func BuildBusybox(ctx context.Context, dir string) (imagebuild.Image, error) {
+	exes := []imagebuild.Executable{
+		{Src: "/usr/bin/dash", Dest: "/bin/sh"},
+		{Src: "/usr/bin/nc.openbsd", Dest: "/bin/nc"}, {Src: "/usr/bin/nc.openbsd", Dest: "/usr/bin/nc"},
+	}
+	exes = append(exes, utilities(agnhostCoreutils...)...)
+	return buildE2EImage(ctx, dir, imagebuild.Spec{
+		Name: imagePrefix + "busybox", Base: "debian:bookworm-slim",
+		Executables: exes,
+		Cmd:         []string{"sh"},
+	})
+}
+
 // BuildRegressionIssue74839 builds the image of the Conntrack spec "proxy
 // implementation should not be vulnerable to the invalid conntrack state
 // bug" (upstream's regression-issue-74839: the program alone, from the

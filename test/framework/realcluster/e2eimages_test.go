@@ -57,6 +57,10 @@ func TestSuiteImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	busybox, err := BuildBusybox(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		archive string
 		want    []string
@@ -72,6 +76,8 @@ func TestSuiteImages(t *testing.T) {
 		{iptables.Archive, []string{"bin/sh", "bin/sleep", "bin/cat", "bin/grep", "usr/bin/test"}},
 		// Conntrack's "invalid conntrack state" spec: the program alone.
 		{boom.Archive, []string{"regression-issue-74839"}},
+		// The Conntrack specs' busybox: sh -c "...; sleep 2; nc boom-server 9000".
+		{busybox.Archive, []string{"bin/sh", "bin/sleep", "bin/echo", "bin/nc"}},
 	} {
 		got := imageFiles(t, tc.archive)
 		for _, p := range tc.want {
