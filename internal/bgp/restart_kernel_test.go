@@ -287,7 +287,11 @@ func TestGracefulRestartWithFRR(t *testing.T) {
 	}
 	samples, missing := w.end()
 	t.Logf("graceful restart: the route was missing in %d of %d samples over %s", missing, samples, time.Since(stopped).Round(time.Millisecond))
-	if missing > 0 || samples < 100 {
+	// At least one sample every 200 ms on average: a 10 ms watch falls
+	// behind on a loaded machine (71 samples in 6.2 s in one CI run, beside
+	// the real-cluster tests), and the control below shows that it sees a
+	// gap of this kind.
+	if missing > 0 || samples < int(time.Since(stopped)/(200*time.Millisecond)) {
 		t.Errorf("the router's route was missing in %d of %d samples while the speaker restarted", missing, samples)
 	}
 
