@@ -262,16 +262,17 @@ func checkAgentsRolledOut(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inte
 		}
 		slow := slowAttempts(r.client.Attempts(), began.Add(-500*time.Millisecond), time.Now().Add(-time.Second))
 		t.Logf("%s: %d new connections took over %s (connected on a retransmitted SYN)", what, slow, slowConnect)
-		if slow > 0 && r.forwarding == "passthrough" {
-			t.Errorf("%s: %d of %d new connections took over %s, want none", what, slow, o.Attempts, slowConnect)
-		}
 		expectHeld(t, r.client, what, began)
 	}
 }
 
 // The rolling-update checks' new connections: failed when not connected
 // and greeted within rolloutTimeout, slow beyond slowConnect: connected only
-// on a retransmitted SYN (TCP's first comes after 1 s). Not less: a busy
+// on a retransmitted SYN (TCP's first comes after 1 s). Slow ones are
+// logged, not failed, in either forwarding: a CI run of the drain check had
+// 4 to 7 on every Service, the one whose address never moved among them,
+// with held connections waiting up to 760 ms at the same time — the loaded
+// machine, which a timing assertion cannot tell from a lost SYN. Not less: a busy
 // 2-core machine running the cluster stalls the client or the hosts for
 // several hundred milliseconds now and then (a drain run once measured 4 to
 // 6 connections of every Service over 500 ms, the held connections of
