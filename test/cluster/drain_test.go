@@ -47,8 +47,7 @@ func checkDrainAndReboot(t *testing.T, c *realcluster.Cluster, dyn dynamic.Inter
 	s := newHAScenario(t, c, dyn, "drain")
 	defer s.stop()
 	// New connections count as in the rolling update (checkAgentsRolledOut):
-	// failed when not connected within rolloutTimeout, and a passthrough
-	// one must not take longer than slowConnect either.
+	// failed when not connected within rolloutTimeout; slow ones logged.
 	svcs := s.startForwarded(t, "drain", rolloutTimeout)
 	var vips []netip.Addr
 	for _, r := range svcs {

@@ -197,9 +197,8 @@ func podReady(p *corev1.Pod) bool {
 // Services, whose addresses both hosts share, opens a new connection every
 // 20 ms to each and holds four: none breaks, some host holds each address
 // throughout, and no new connection fails. A new connection fails when it
-// is not connected and greeted within rolloutTimeout; a passthrough one
-// may not need a retransmitted SYN either (slowConnect). A proxy one may
-// (those are logged): a handshake in flight at a handover whose node's
+// is not connected and greeted within rolloutTimeout; those that needed a
+// retransmitted SYN (slowConnect) are logged. For proxy, a handshake in flight at a handover whose node's
 // SYN-ACK reached the new holder, with no entry for the half-open
 // connection, connected on the client's SYN retransmission, a second later
 // (one of about 1,300 in one run of seven), until the new holder copied
