@@ -278,6 +278,12 @@ func (a *Agent) membershipHooks(ctx context.Context) membership.Hooks {
 			}
 			a.runner.Request()
 		},
+		SyncWait: func(wctx context.Context, announce bool) {
+			if announce {
+				a.reannounce.Store(true)
+			}
+			_ = a.runner.RequestAndWait(wctx) // the caller logs a wait cut short
+		},
 		Announce: func() { a.cfg.Addresses.Announce(ctx) },
 		Conflict: func(c membership.Conflict) { a.recordConflict(c) },
 		InUse: func(u membership.InUse) {

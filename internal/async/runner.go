@@ -45,6 +45,9 @@ type Runner struct {
 	waiting  time.Time     // oldest request no sync has started after; zero if none
 	lastTook time.Duration // duration of the last sync
 	interval time.Duration // least time from the last sync's start to the next one's
+	begun    uint64        // syncs started so far
+	finished uint64        // syncs ended so far
+	ended1   chan struct{} // closed when the next sync ends (RequestAndWait)
 }
 
 // restFactor: rest after a sync, in multiples of the CPU time it used.
@@ -68,7 +71,7 @@ func NewRunner(sync func(ctx context.Context) error, minInterval, maxInterval ti
 
 func newRunner(sync func(ctx context.Context) error, minInterval, maxInterval, stuckAfter time.Duration, c clock.WithTicker, cpu func() time.Duration) *Runner {
 	return &Runner{sync: sync, minInterval: minInterval, maxInterval: maxInterval, stuckAfter: stuckAfter, clock: c, cpu: cpu,
-		requests: make(chan struct{}, 1), interval: minInterval}
+		requests: make(chan struct{}, 1), interval: minInterval, ended1: make(chan struct{})}
 }
 
 // processCPU is the CPU time, user and system, of this process and of its
@@ -95,6 +98,30 @@ func (r *Runner) Request() {
 	select {
 	case r.requests <- struct{}{}:
 	default:
+	}
+}
+
+// RequestAndWait asks for a sync and returns when a sync that started after
+// the call has ended (whether it failed or not), or with ctx's error when
+// ctx is done first. A sync in progress at the call does not count: it may
+// have read what the caller changed before the change.
+func (r *Runner) RequestAndWait(ctx context.Context) error {
+	r.mu.Lock()
+	want := r.begun + 1
+	r.mu.Unlock()
+	r.Request()
+	for {
+		r.mu.Lock()
+		done, ended := r.finished >= want, r.ended1
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ended:
+		}
 	}
 }
 
@@ -180,6 +207,7 @@ func (r *Runner) Run(ctx context.Context) {
 func (r *Runner) syncOnce(ctx context.Context, start time.Time) (time.Duration, error) {
 	r.mu.Lock()
 	r.started, r.waiting = start, time.Time{}
+	r.begun++
 	r.mu.Unlock()
 	cpu0 := time.Duration(-1)
 	if r.cpu != nil {
@@ -190,6 +218,9 @@ func (r *Runner) syncOnce(ctx context.Context, start time.Time) (time.Duration, 
 	defer r.mu.Unlock()
 	r.ended = r.clock.Now()
 	r.started, r.lastTook = time.Time{}, r.ended.Sub(start)
+	r.finished++
+	close(r.ended1)
+	r.ended1 = make(chan struct{})
 	used := r.lastTook // without a CPU clock, or when it cannot be read
 	if cpu0 >= 0 {
 		if cpu1 := r.cpu(); cpu1 >= 0 {

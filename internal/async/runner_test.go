@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -289,4 +290,74 @@ func childrenCPU(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// RequestAndWait returns once a sync that started after the call has
+// ended: not when the sync in progress at the call ends (it may have read
+// the state before the caller changed it), and with ctx's error when ctx
+// ends first.
+func TestRunnerRequestAndWait(t *testing.T) {
+	started, release := make(chan struct{}, 10), make(chan struct{})
+	var n atomic.Int32
+	r := newRunner(func(ctx context.Context) error {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		if n.Add(1) == 2 {
+			return errors.New("a failed sync counts as ended")
+		}
+		return nil
+	}, time.Millisecond, 0, time.Minute, clock.RealClock{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	waitStarted := func(what string) {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not start", what)
+		}
+	}
+	waitStarted("the first sync")
+	returned := make(chan error, 1)
+	go func() { returned <- r.RequestAndWait(context.Background()) }()
+	for asked := false; !asked; { // the call has read the count and asked
+		time.Sleep(time.Millisecond)
+		r.mu.Lock()
+		asked = !r.waiting.IsZero()
+		r.mu.Unlock()
+	}
+	release <- struct{}{} // the first sync ends
+	waitStarted("the sync asked for")
+	select {
+	case err := <-returned:
+		t.Fatalf("RequestAndWait returned (%v) when the sync in progress at the call ended", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release <- struct{}{}
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("RequestAndWait: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RequestAndWait did not return after the sync asked for ended")
+	}
+
+	wctx, wcancel := context.WithCancel(context.Background())
+	go func() { returned <- r.RequestAndWait(wctx) }()
+	waitStarted("the third sync")
+	wcancel()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("RequestAndWait with its context ended: %v, want %v", err, context.Canceled)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RequestAndWait did not return when its context ended")
+	}
+	close(release)
 }

@@ -88,6 +88,11 @@ type Observation struct {
 // 100 ms and more).
 const handOver = time.Second
 
+// readyWait bounds how long a host that becomes Ready waits for its sync
+// before it tells the others (Hooks.SyncWait): a sync takes 100 ms and
+// more, a slow one on a busy host seconds.
+const readyWait = time.Second
+
 // Hooks are how a Gossip tells its agent what to do. They are called from
 // the Gossip's goroutines and must not block.
 type Hooks struct {
@@ -95,6 +100,11 @@ type Hooks struct {
 	// address again after the sync (a member came back, and another host may
 	// have announced addresses this host holds).
 	Sync func(announce bool)
+	// SyncWait is Sync that returns when a sync it asked for has ended,
+	// or when ctx is done (nil: Sync, without waiting). A host that
+	// becomes Ready waits for it before it tells the others, so that it
+	// adds the addresses it takes back before they remove theirs.
+	SyncWait func(ctx context.Context, announce bool)
 	// Announce every held address again now (defending against another
 	// host that answers for one).
 	Announce func()
@@ -674,6 +684,7 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		announce := g.newPeer
 		g.newPeer = false
 		state, groups, fams, sessions := g.state(), g.myGroups(), g.bgp.families(), g.sessions()
+		becameReady := state == StateReady && g.published != StateReady
 		publish := state != g.published || !slices.Equal(groups, g.pubGroups) || !slices.Equal(fams, g.pubBGP) || !slices.Equal(sessions, g.pubSessions)
 		g.published, g.pubGroups, g.pubBGP, g.pubSessions = state, groups, fams, sessions
 		problem, cands, peers := g.problem(), slices.Clone(g.cands), len(g.peers)
@@ -703,14 +714,25 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		} else if announce {
 			logger.V(2).Info("New peer", "owners", cands, "members", peers+1)
 		}
-		if changed || announce || gossipChanged || publish {
+		switch {
+		case becameReady && hooks.SyncWait != nil:
+			// A host that becomes Ready (a take-back after its hold-down
+			// or a drain) tells the others only once its sync has added
+			// the addresses it now owns: they remove theirs when they
+			// hear it, so both hold each for a moment and none is held
+			// by nobody. Bounded: meanwhile this loop handles no
+			// failover.
+			wctx, cancel := context.WithTimeout(ctx, readyWait)
+			hooks.SyncWait(wctx, announce)
+			if wctx.Err() != nil && ctx.Err() == nil {
+				logger.Info("Telling the others this host is Ready before its sync ended", "waited", readyWait)
+			}
+			cancel()
+		case changed || announce || gossipChanged || publish:
 			hooks.Sync(announce) // this host's state and gossip health are reported in status
 		}
-		// The others hear the new State after this host's sync has
-		// started: a host that becomes Ready (a take-back after its
-		// hold-down) adds its share before the others, hearing it, remove
-		// theirs, rather than up to a gossip interval after (UpdateNode
-		// waits for the broadcast to go out).
+		// UpdateNode waits for the broadcast to go out: the others hear
+		// the new State now rather than up to a gossip interval later.
 		if publish {
 			if err := ml.UpdateNode(time.Second); err != nil {
 				logger.V(2).Info("Member state not yet gossiped", "err", err)

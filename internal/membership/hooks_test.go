@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,5 +105,73 @@ func TestLinkUpHook(t *testing.T) {
 	waitFor(t, "ready again", 10*time.Second, wantState(m, StateReady))
 	if n := calls.Load(); n != 1 {
 		t.Errorf("LinkUp called %d times, want once", n)
+	}
+}
+
+// A host that becomes Ready after its hold-down (taking its share back)
+// tells the others only once the sync it asked for has ended (SyncWait):
+// until then the other host goes on owning every address, so that each
+// is held by someone throughout the take-back.
+func TestReadyIsToldAfterTheSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens gossip sockets")
+	}
+	all := vips(8)
+	obs := Observation{VIPs: all, NodesReachable: true}
+	p1, p2 := freePort(t), freePort(t)
+	seeds := []string{fmt.Sprintf("127.0.0.1:%d", p1), fmt.Sprintf("127.0.0.1:%d", p2)}
+	first := startMemberWith(t, "lb-1", p1, seeds, obs, time.Minute, Hooks{}, nil)
+	waitFor(t, "lb-1 ready", 10*time.Second, wantState(first, StateReady))
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var waits atomic.Int32
+	hooks := Hooks{SyncWait: func(ctx context.Context, _ bool) {
+		if waits.Add(1) == 1 {
+			close(syncing)
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			t.Errorf("SyncWait's context ended (%v) before the sync did", ctx.Err())
+		}
+	}}
+	second := startMemberWith(t, "lb-2", p2, seeds, obs, 2*time.Second, hooks, nil)
+	select {
+	case <-syncing:
+	case <-time.After(15 * time.Second):
+		t.Fatal("lb-2 never waited for a sync")
+	}
+	if st := second.Status().State; st != StateReady {
+		t.Fatalf("lb-2 waits for its sync in state %s, want %s", st, StateReady)
+	}
+	var share []netip.Addr
+	for _, v := range all {
+		if Owner(v, []string{"lb-1", "lb-2"}) == "lb-2" {
+			share = append(share, v)
+		}
+	}
+	if len(share) == 0 {
+		t.Fatal("lb-2 has no share of 8 addresses to take back; pick others")
+	}
+	// While lb-2's sync runs, lb-1 has not heard that it is Ready: it
+	// still owns lb-2's share (gossip would carry the state in well under
+	// this time).
+	for end := time.Now().Add(readyWait / 2); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, v := range share {
+			if !first.Owns(v) {
+				t.Fatalf("lb-1 gave up %s while lb-2's sync was still running", v)
+			}
+		}
+	}
+	close(release)
+	waitFor(t, "lb-1 hands lb-2 its share once lb-2's sync ended", 5*time.Second, func() error {
+		for _, v := range share {
+			if first.Owns(v) {
+				return fmt.Errorf("lb-1 still owns %s", v)
+			}
+		}
+		return nil
+	})
+	if n := waits.Load(); n != 1 {
+		t.Errorf("lb-2 waited for %d syncs, want 1 (only when it became Ready)", n)
 	}
 }

@@ -385,14 +385,13 @@ func failedAt(attempts []availability.Attempt, began time.Time) string {
 }
 
 // noHolderLimit is how long an address may be held by no host in the
-// rolling-update and drain checks before they fail. A take-back leaves
-// one for a few tens of milliseconds now and then (40 ms in one CI run of
-// the rolling update, 10 ms in one drain run, no connection lost in
-// either): the host whose hold-down ends publishes Ready when it asks for
-// its sync, not when the sync has added the addresses, and the other host,
-// hearing it, may remove them first (docs/high-availability.md, "Restarts
-// and upgrades", known limit). A gap a client would notice is far longer:
-// a neighbour entry pointing to a host without the address.
+// rolling-update and drain checks before they fail. A take-back should
+// leave none: the host whose hold-down ends tells the others it is Ready
+// only once its sync has added the addresses (membership's Hooks.SyncWait;
+// before that order, CI saw 10 and 40 ms). It waits for the sync at most
+// a second, so a very slow sync on a loaded machine can still leave a
+// moment; shorter ones are logged. A gap a client would notice is far
+// longer: a neighbour entry pointing to a host without the address.
 const noHolderLimit = 200 * time.Millisecond
 
 // checkHeldThroughout fails the test when changes (of vip, from began)
