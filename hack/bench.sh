@@ -10,6 +10,8 @@
 #   GROUNDCLOUD_BENCH_TRIALS=n             failover trials per scenario (default 10; BGP 5)
 #   GROUNDCLOUD_BENCH_ROUNDS=n             data-plane rounds (default 3)
 #   GROUNDCLOUD_BENCH_DURATION=5s          length of one data-plane measurement
+#   GROUNDCLOUD_BENCH_PAIRS=n              counters' cost: slices per setting (default 60)
+#   GROUNDCLOUD_BENCH_SLICE=200ms          counters' cost: length of one slice
 #   GROUNDCLOUD_BENCH_STABILITY=10m        time under CPU load and packet loss per
 #                                          implementation (failover stability)
 set -euo pipefail
@@ -63,4 +65,9 @@ export GROUNDCLOUD_TOOLS_BIN GROUNDCLOUD_BENCH=1 GROUNDCLOUD_BENCH_DOCS="$PWD/do
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 go test -count=1 -p 1 -timeout 180m -v -run "${1:-.}" ./test/bench/ >"$log" 2>&1 || { cat "$log"; exit 1; }
+# The traffic counters' cost in network namespaces (internal/dataplane):
+# many short slices side by side, finer than the real cluster's rows.
+if [[ TestKernelTrafficCountersCost =~ ${1:-.} ]]; then
+  go test -count=1 -timeout 30m -v -run '^TestKernelTrafficCountersCost$' ./internal/dataplane/ >>"$log" 2>&1 || { cat "$log"; exit 1; }
+fi
 grep '^BENCH ' "$log"

@@ -25,30 +25,62 @@ import (
 // compare the medians of req/s. docs/benchmarks.md ("Traffic counters")
 // has the figures.
 func BenchmarkKernelTrafficCounters(b *testing.B) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		b.Skip("kernel benchmark: no nft binary")
+	client, sync := countersLab(b)
+	// Rounds in a rotating order, so that the machine's drift (it is
+	// shared) spreads over the modes rather than favouring one.
+	for round := range benchRounds {
+		for i := range countingModes {
+			c := countingModes[(i+round)%len(countingModes)]
+			sync(c.counting)
+			for _, proto := range []string{"tcp", "udp"} {
+				b.Run(proto+"/"+c.name, func(b *testing.B) {
+					benchmarkRequests(b, client, proto, countersTarget(proto), 8)
+				})
+			}
+		}
 	}
-	l := netlab.NewT(b, netlab.Options{Subnet6: labSubnet6}) // skips without root
-	client := l.AddHostT(b, "client", netlab.HostOptions{Addr4: labClient, Addr6: labClient6})
-	lb := l.AddHostT(b, "lb", netlab.HostOptions{Addr4: labLB, Addr6: labLB6, Forwarding: true, Sysctls: map[string]string{
+}
+
+// countersTarget is the lab's VIP and port for proto ("tcp" or "udp").
+func countersTarget(proto string) netip.AddrPort {
+	if proto == "udp" {
+		return netip.AddrPortFrom(labVIP, 53)
+	}
+	return netip.AddrPortFrom(labVIP, 80)
+}
+
+// countingModes are the settings of --traffic-counters the counters'
+// benchmarks compare.
+var countingModes = []struct {
+	name     string
+	counting Counting
+}{{"counters=none", Counting{}}, {"counters=address", Counting{Frontends: true}}, {"counters=node", countAll}}
+
+// countersLab builds the counters' benchmarks' lab: a client, a
+// load-balancer host in proxy forwarding and a node with echo servers,
+// each in its own namespace; sync programs the load-balancer host with a
+// counting mode. It skips without root or nft, and warms the path up.
+func countersLab(tb testing.TB) (client *netlab.Host, sync func(Counting)) {
+	tb.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		tb.Skip("kernel benchmark: no nft binary")
+	}
+	l := netlab.NewT(tb, netlab.Options{Subnet6: labSubnet6}) // skips without root
+	client = l.AddHostT(tb, "client", netlab.HostOptions{Addr4: labClient, Addr6: labClient6})
+	lb := l.AddHostT(tb, "lb", netlab.HostOptions{Addr4: labLB, Addr6: labLB6, Forwarding: true, Sysctls: map[string]string{
 		"net.ipv4.conf.all.send_redirects":  "0",
 		"net.ipv4.conf.eth0.send_redirects": "0",
 	}})
-	if out, err := lb.Command(b.Context(), "ip", "addr", "add", labVIP.String()+"/32", "dev", lb.Iface).CombinedOutput(); err != nil {
-		b.Fatalf("VIP: %v: %s", err, out)
+	if out, err := lb.Command(tb.Context(), "ip", "addr", "add", labVIP.String()+"/32", "dev", lb.Iface).CombinedOutput(); err != nil {
+		tb.Fatalf("VIP: %v: %s", err, out)
 	}
 	ips := labNodes["node-a"]
-	node := l.AddHostT(b, "node-a", netlab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
-	echoServers(b, node, labTCPNodePort, labUDPNodePort)
+	node := l.AddHostT(tb, "node-a", netlab.HostOptions{Addr4: netip.MustParseAddr(ips[0]), Addr6: netip.MustParseAddr(ips[1])})
+	echoServers(tb, node, labTCPNodePort, labUDPNodePort)
 	st := State{Services: []Service{newService("lab/bench", withVIPs(labVIP.String()),
 		withPort(TCP, 80, labTCPNodePort), withPort(UDP, 53, labUDPNodePort),
 		withBackend("node-a", true, ips...), withBackend("node-b", false, labNodes["node-b"]...))}}
-
-	modes := []struct {
-		name     string
-		counting Counting
-	}{{"counters=none", Counting{}}, {"counters=address", Counting{Frontends: true}}, {"counters=node", countAll}}
-	sync := func(c Counting) {
+	sync = func(c Counting) {
 		if err := lb.Do(func() error {
 			nft4, err := NewNFTables(knftables.IPv4Family)
 			if err != nil {
@@ -57,34 +89,17 @@ func BenchmarkKernelTrafficCounters(b *testing.B) {
 			_, err = NewSyncer(nft4, nil, nil, nil).BatchBucketElements().CountTraffic(c).Sync(context.Background(), st)
 			return err
 		}); err != nil {
-			b.Fatalf("sync: %v", err)
+			tb.Fatalf("sync: %v", err)
 		}
 	}
 	// Warm up (neighbours, caches) before the first measured run.
 	sync(Counting{})
-	for _, dst := range []netip.AddrPort{netip.AddrPortFrom(labVIP, 80), netip.AddrPortFrom(labVIP, 53)} {
-		proto := map[uint16]string{80: "tcp", 53: "udp"}[dst.Port()]
-		if err := exchange(dialFlows(b, client, proto, dst, 8), 20000); err != nil {
-			b.Fatalf("warm-up: %v", err)
+	for _, proto := range []string{"tcp", "udp"} {
+		if err := exchange(dialFlows(tb, client, proto, countersTarget(proto), 8), 20000); err != nil {
+			tb.Fatalf("warm-up: %v", err)
 		}
 	}
-	// Rounds in a rotating order, so that the machine's drift (it is
-	// shared) spreads over the modes rather than favouring one.
-	for round := range benchRounds {
-		for i := range modes {
-			c := modes[(i+round)%len(modes)]
-			sync(c.counting)
-			for _, proto := range []string{"tcp", "udp"} {
-				b.Run(proto+"/"+c.name, func(b *testing.B) {
-					port := 80
-					if proto == "udp" {
-						port = 53
-					}
-					benchmarkRequests(b, client, proto, netip.AddrPortFrom(labVIP, uint16(port)), 8)
-				})
-			}
-		}
-	}
+	return client, sync
 }
 
 // benchRounds is how often BenchmarkKernelTrafficCounters measures each
@@ -107,7 +122,7 @@ func benchmarkRequests(b *testing.B, h *netlab.Host, proto string, dst netip.Add
 
 // dialFlows opens n connections (TCP) or connected sockets (UDP) from h to
 // dst, closed when the benchmark ends.
-func dialFlows(b *testing.B, h *netlab.Host, proto string, dst netip.AddrPort, n int) []net.Conn {
+func dialFlows(tb testing.TB, h *netlab.Host, proto string, dst netip.AddrPort, n int) []net.Conn {
 	conns := make([]net.Conn, n)
 	for i := range conns {
 		if err := h.Do(func() error {
@@ -115,9 +130,9 @@ func dialFlows(b *testing.B, h *netlab.Host, proto string, dst netip.AddrPort, n
 			conns[i], err = net.DialTimeout(proto, dst.String(), 5*time.Second)
 			return err
 		}); err != nil {
-			b.Fatalf("%s to %s: %v", proto, dst, err)
+			tb.Fatalf("%s to %s: %v", proto, dst, err)
 		}
-		b.Cleanup(func() { conns[i].Close() })
+		tb.Cleanup(func() { conns[i].Close() })
 	}
 	return conns
 }
@@ -138,12 +153,7 @@ func exchange(conns []net.Conn, n int) error {
 			defer wg.Done()
 			buf := make([]byte, 64)
 			for range k {
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				if _, err := c.Write(msg); err != nil {
-					errs <- err
-					return
-				}
-				if _, err := io.ReadFull(c, buf); err != nil {
+				if err := echoOnce(c, msg, buf); err != nil {
 					errs <- err
 					return
 				}
@@ -153,6 +163,16 @@ func exchange(conns []net.Conn, n int) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// echoOnce sends msg on c and reads its echo into buf.
+func echoOnce(c net.Conn, msg, buf []byte) error {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c, buf)
+	return err
 }
 
 // echoServers echo every TCP stream and UDP datagram on the ports of h.
