@@ -88,8 +88,9 @@ type Observation struct {
 // 100 ms and more).
 const handOver = time.Second
 
-// readyWait bounds how long a host that becomes Ready waits for its sync
-// before it tells the others (Hooks.SyncWait): a sync takes 100 ms and
+// readyWait bounds how long a host that takes addresses over (it became
+// Ready, say) waits for its sync before it tells the others
+// (Hooks.SyncWait): a sync takes 100 ms and
 // more, a slow one on a busy host seconds.
 const readyWait = time.Second
 
@@ -102,8 +103,10 @@ type Hooks struct {
 	Sync func(announce bool)
 	// SyncWait is Sync that returns when a sync it asked for has ended,
 	// or when ctx is done (nil: Sync, without waiting). A host that
-	// becomes Ready waits for it before it tells the others, so that it
-	// adds the addresses it takes back before they remove theirs.
+	// takes addresses over by what it publishes (it became Ready, may
+	// advertise another BGP family, serves another host group) waits for
+	// it before it tells the others, so that it adds the addresses before
+	// they remove theirs.
 	SyncWait func(ctx context.Context, announce bool)
 	// Announce every held address again now (defending against another
 	// host that answers for one).
@@ -684,7 +687,10 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		announce := g.newPeer
 		g.newPeer = false
 		state, groups, fams, sessions := g.state(), g.myGroups(), g.bgp.families(), g.sessions()
-		becameReady := state == StateReady && g.published != StateReady
+		// This host takes addresses over by what it publishes: it became
+		// Ready, or may now advertise another BGP family or serve another
+		// host group.
+		gains := state == StateReady && (g.published != StateReady || adds(g.pubBGP, fams) || adds(g.pubGroups, groups))
 		publish := state != g.published || !slices.Equal(groups, g.pubGroups) || !slices.Equal(fams, g.pubBGP) || !slices.Equal(sessions, g.pubSessions)
 		g.published, g.pubGroups, g.pubBGP, g.pubSessions = state, groups, fams, sessions
 		problem, cands, peers := g.problem(), slices.Clone(g.cands), len(g.peers)
@@ -715,13 +721,13 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 			logger.V(2).Info("New peer", "owners", cands, "members", peers+1)
 		}
 		switch {
-		case becameReady && hooks.SyncWait != nil:
-			// A host that becomes Ready (a take-back after its hold-down
-			// or a drain) tells the others only once its sync has added
-			// the addresses it now owns: they remove theirs when they
-			// hear it, so both hold each for a moment and none is held
-			// by nobody. Bounded: meanwhile this loop handles no
-			// failover.
+		case gains && hooks.SyncWait != nil:
+			// A host that takes addresses back (Ready after its hold-down
+			// or a drain, a BGP family after its session's hold-down)
+			// tells the others only once its sync has added (advertised)
+			// them: they remove theirs when they hear it, so both hold
+			// each for a moment and none is held by nobody. Bounded:
+			// meanwhile this loop handles no failover.
 			wctx, cancel := context.WithTimeout(ctx, readyWait)
 			hooks.SyncWait(wctx, announce)
 			if wctx.Err() != nil && ctx.Err() == nil {
@@ -740,6 +746,16 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		}
 		g.recordMetrics()
 	}
+}
+
+// adds reports whether after has an element that before has not.
+func adds(before, after []string) bool {
+	for _, a := range after {
+		if !slices.Contains(before, a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Gossip) memberlistConfig(bind netip.Addr, logger klog.Logger) *memberlist.Config {

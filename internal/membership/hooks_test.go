@@ -175,3 +175,23 @@ func TestReadyIsToldAfterTheSync(t *testing.T) {
 		t.Errorf("lb-2 waited for %d syncs, want 1 (only when it became Ready)", n)
 	}
 }
+
+// What a host publishes takes addresses over when it names a BGP family or
+// a host group it did not name before.
+func TestAdds(t *testing.T) {
+	for _, c := range []struct {
+		before, after []string
+		want          bool
+	}{
+		{nil, nil, false},
+		{nil, []string{"ipv4"}, true},
+		{[]string{"ipv4"}, []string{"ipv4"}, false},
+		{[]string{"ipv4", "ipv6"}, []string{"ipv4"}, false}, // lost one: the others take it
+		{[]string{"ipv4"}, []string{"ipv4", "ipv6"}, true},
+		{[]string{"a"}, []string{"b"}, true},
+	} {
+		if got := adds(c.before, c.after); got != c.want {
+			t.Errorf("adds(%q, %q) = %v, want %v", c.before, c.after, got, c.want)
+		}
+	}
+}
