@@ -55,7 +55,11 @@ func TestCheckerHTTP(t *testing.T) {
 	okT, flakyT := loopbackTarget(t, ok.Listener.Addr().String()), loopbackTarget(t, flaky.Listener.Addr().String())
 	closedT := loopbackTarget(t, closedPort(t))
 	var changes onChangeCounter
-	c := NewChecker(Options{Interval: 50 * time.Millisecond, Timeout: 40 * time.Millisecond, FailureThreshold: 2, SuccessThreshold: 1}, changes.call)
+	// A timeout far above what a loopback answer takes: with 40 ms, a CI
+	// run whose real-cluster tests kept both cores busy timed out both
+	// probes of the 503 server before its handler ran (unhealthy after 0
+	// probes), which is not what this test is about.
+	c := NewChecker(Options{Interval: 500 * time.Millisecond, Timeout: 400 * time.Millisecond, FailureThreshold: 2, SuccessThreshold: 1}, changes.call)
 	c.SetTargets([]Target{okT, flakyT, closedT})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
