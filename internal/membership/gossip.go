@@ -90,12 +90,13 @@ const handOver = time.Second
 
 // readyWait bounds how long a host that takes addresses over (it became
 // Ready, say) waits for its sync before it tells the others
-// (Hooks.SyncWait): a sync takes 100 ms and
-// more, a slow one on a busy host seconds.
+// (Hooks.SyncWait): a sync takes 100 ms and more, a slow one on a busy
+// host seconds.
 const readyWait = time.Second
 
 // Hooks are how a Gossip tells its agent what to do. They are called from
-// the Gossip's goroutines and must not block.
+// the Gossip's goroutines and must not block, but for SyncWait, which
+// blocks until its context ends at most.
 type Hooks struct {
 	// Sync: ownership may have changed; announce: also announce every held
 	// address again after the sync (a member came back, and another host may
