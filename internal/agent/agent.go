@@ -601,17 +601,32 @@ func (a *Agent) lbNodes(ctx context.Context) []string {
 	return out
 }
 
+// afterSetTargets runs in plan after the targets are given to the checker;
+// tests use it to let the first probes finish there.
+var afterSetTargets = func(*health.Checker, []health.Target) {}
+
 // plan translates lbs. When they have health check targets that were never
 // probed (a new Service or node, a Service switched to
 // externalTrafficPolicy Local, the first sync after a start), it has them
 // probed first and waits for the results, one health check interval at
 // most: a node is programmed once a probe said it may take new flows, and
 // a restart programs the same nodes as before it.
+//
+// Whether to wait is decided by what the translation saw, not by the
+// states after SetTargets: a new target's first probe starts at once and
+// may be back before they are read again, and the plan would then carry
+// the Unknown the translation saw (every node taking new flows).
 func (a *Agent) plan(ctx context.Context, lbs []*v1alpha1.LoadBalancer, nodes []backends.Backend) Plan {
 	host := a.host(ctx, lbs)
-	plan := a.translations.translate(lbs, nodes, host, a.checker.State)
+	sawUnknown := false
+	plan := a.translations.translate(lbs, nodes, host, func(t health.Target) health.State {
+		st := a.checker.State(t)
+		sawUnknown = sawUnknown || st == health.Unknown
+		return st
+	})
 	a.checker.SetTargets(plan.Targets)
-	if !slices.ContainsFunc(plan.Targets, func(t health.Target) bool { return a.checker.State(t) == health.Unknown }) {
+	afterSetTargets(a.checker, plan.Targets)
+	if !sawUnknown {
 		return plan
 	}
 	start := time.Now()

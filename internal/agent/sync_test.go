@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -249,6 +250,22 @@ func healthServer(t *testing.T, addr string, port int, code int) int {
 // a node whose health check fails (externalTrafficPolicy Local, no
 // endpoint there) never gets new flows, not even before its probes.
 func TestNewNodesAreProgrammedAfterTheirFirstProbe(t *testing.T) {
+	t.Run("probes back after the translation", func(t *testing.T) { testFirstProbe(t, false) })
+	// The first probes start when the targets are set and can be back
+	// before plan looks at them again (a CI run found it).
+	t.Run("probes back before plan looks again", func(t *testing.T) { testFirstProbe(t, true) })
+}
+
+func testFirstProbe(t *testing.T, probedFirst bool) {
+	if probedFirst {
+		afterSetTargets = func(c *health.Checker, ts []health.Target) {
+			deadline := time.Now().Add(10 * time.Second)
+			for slices.ContainsFunc(ts, func(t health.Target) bool { return c.State(t) == health.Unknown }) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		t.Cleanup(func() { afterSetTargets = func(*health.Checker, []health.Target) {} })
+	}
 	// node-1 (127.0.0.1) has no endpoint: 503; node-2 (127.0.0.2) has one.
 	port := healthServer(t, "127.0.0.1", 0, http.StatusServiceUnavailable)
 	healthServer(t, "127.0.0.2", port, http.StatusOK)
