@@ -409,7 +409,7 @@ func (a *Agent) sync(ctx context.Context) error {
 
 	if a.cfg.Membership != nil {
 		a.cfg.Membership.Observe(a.observation(lbs, plan, syncErr))
-		if syncErr == nil {
+		if syncErr == nil && a.cfg.Conntrack != nil { // a failover can bring this host connections
 			a.looseOnce.Do(func() { checkLoosePickup(logger) })
 		}
 	}

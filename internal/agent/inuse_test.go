@@ -115,3 +115,29 @@ func TestFreshAddresses(t *testing.T) {
 		t.Errorf("after %s left and came back: fresh = %v, want %s and %s", held, got, held, fresh)
 	}
 }
+
+// TestStatusOfALoneHost: a lone agent (--vip-ownership=all) reports an
+// address in use as a member does, but writes no Member or Gossip
+// condition: it gossips with nobody.
+func TestStatusOfALoneHost(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1000, 0))
+	vip := netip.MustParseAddr("192.0.2.200")
+	lone := &membership.Status{State: membership.StateReady, Solo: true,
+		Gossip: membership.GossipHealth{Reason: membership.GossipHealthy, Message: "no gossip errors"},
+		InUse:  []membership.InUse{{VIP: vip, MAC: "02:00:00:00:00:99", Since: time.Unix(900, 0)}}}
+	st, _ := desiredStatus(newLB("web"), hostReport{Host: "lb-1", Programmed: true, Message: "ok", Member: lone, ReportsReady: true}, now)
+	for _, typ := range []string{ConditionMember, ConditionGossip} {
+		if c := meta.FindStatusCondition(st.Hosts[0].Conditions, typ); c != nil {
+			t.Errorf("a lone host writes %s: %+v", typ, c)
+		}
+	}
+	if c := meta.FindStatusCondition(st.Hosts[0].Conditions, v1alpha1.ConditionAddressConflict); c == nil || c.Reason != ReasonInUse {
+		t.Errorf("AddressConflict = %+v, want InUse", c)
+	}
+	if r := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); r == nil || r.Reason != ReasonAddressConflict {
+		t.Errorf("Ready = %+v, want false for AddressConflict", r)
+	}
+	if len(st.Hosts[0].InUse) != 1 {
+		t.Errorf("hosts[0].inUse = %+v", st.Hosts[0].InUse)
+	}
+}

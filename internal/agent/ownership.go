@@ -397,13 +397,14 @@ func checkLoosePickup(logger klog.Logger) {
 // vipOwnership is what --vip-ownership asks for.
 type vipOwnership struct {
 	Owner      Owner
-	Membership Membership // memberlist only
+	Membership Membership // memberlist, and all (alone, for its address probes)
 	Events     record.EventRecorder
 	Conntrack  Forgetter // memberlist only
 }
 
 // ownership builds the Owner, an event recorder (stopped when ctx ends),
-// and for memberlist the Membership and the conntrack cleaner of takeovers.
+// the Membership (memberlist; all: a lone one, membership.Config.Solo),
+// and for memberlist the conntrack cleaner of takeovers.
 func (o *Options) ownership(ctx context.Context, core *kubecore.Client) (vipOwnership, error) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(core.Events())
@@ -414,7 +415,11 @@ func (o *Options) ownership(ctx context.Context, core *kubecore.Client) (vipOwne
 		return vipOwnership{Owner: NoAddresses{}, Events: rec}, nil
 	case OwnershipMemberlist:
 	default:
-		return vipOwnership{Owner: AllAddresses{}, Events: rec}, nil
+		// Alone, it still probes new addresses and watches held ones for
+		// stations that are no load-balancer host (membership/solo.go).
+		membership.RegisterMetrics()
+		g := membership.New(o.Membership.SoloConfig(o.Host, o.Interface))
+		return vipOwnership{Owner: g, Membership: g, Events: rec}, nil
 	}
 	mcfg, err := o.Membership.Config(o.Host, o.Interface)
 	if err != nil {
@@ -428,8 +433,10 @@ func (o *Options) ownership(ctx context.Context, core *kubecore.Client) (vipOwne
 // validateOwnership reports problems of --vip-ownership and its options.
 func (o *Options) validateOwnership() error {
 	switch o.Ownership {
-	case OwnershipAll, OwnershipNone:
+	case OwnershipNone:
 		return nil
+	case OwnershipAll:
+		return o.Membership.ValidateSolo()
 	case OwnershipMemberlist:
 		return o.Membership.Validate()
 	}

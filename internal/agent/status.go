@@ -54,7 +54,8 @@ type hostReport struct {
 	// Announcing are the LoadBalancer's addresses this host advertises
 	// over BGP.
 	Announcing []netip.Addr
-	// Member is this host's standing among several (nil: a lone agent).
+	// Member is this host's standing among several (nil: none, as with
+	// --vip-ownership=none; Solo: a lone agent, whose InUse alone counts).
 	Member *membership.Status
 	// Problems are the parts of the LoadBalancer this host leaves out.
 	Problems Problems
@@ -98,7 +99,7 @@ func desiredStatus(lb *v1alpha1.LoadBalancer, r hostReport, now metav1.Time) (v1
 	ok, reason, msg := r.outcome()
 	programmed := conditionWith(v1alpha1.ConditionProgrammed, ok, reason, gen, msg, now, hostConditions(lb, r.Host))
 	conds := []metav1.Condition{programmed}
-	if r.Member != nil {
+	if r.Member != nil && !r.Member.Solo {
 		conds = append(conds, memberCondition(*r.Member, gen, now, hostConditions(lb, r.Host)))
 		if r.Member.Gossip.Reason != "" {
 			conds = append(conds, gossipCondition(r.Member.Gossip, gen, now, hostConditions(lb, r.Host)))

@@ -38,6 +38,12 @@ type Config struct {
 	// AddressProbes and AddressProbeSpacing: see Options.
 	AddressProbes       int
 	AddressProbeSpacing time.Duration
+	// Solo: this host is the only load-balancer host
+	// (--vip-ownership=all). It does not gossip and owns every address,
+	// whatever its state, but probes new addresses and watches the link
+	// for stations claiming them as a member does (solo.go). Only Name,
+	// Interface and the probe settings count.
+	Solo bool
 }
 
 // Observation is what the agent learned about itself and from the API in
@@ -138,6 +144,9 @@ type Status struct {
 	// InUse are the addresses this host owns that a station which is no
 	// load-balancer host claims (probe.go).
 	InUse []InUse
+	// Solo: a lone host (Config.Solo), which gossips with nobody: only
+	// InUse says something.
+	Solo bool
 }
 
 // Gossip is this host's membership among the agents sharing the virtual
@@ -239,6 +248,9 @@ func (g *Gossip) Owns(vip netip.Addr) bool {
 // owner is the owner of vip among the candidates of its group (and, when
 // it is advertised over BGP, that may advertise it); g.mu is held.
 func (g *Gossip) owner(vip netip.Addr) string {
+	if g.cfg.Solo {
+		return g.cfg.Name
+	}
 	vip = vip.Unmap()
 	cands := g.eligible(g.cands, vip)
 	if len(cands) == 0 {
@@ -290,6 +302,9 @@ func (g *Gossip) Holder(vip netip.Addr) (string, netip.Addr) {
 // none serving) and own what it held: they count. Not so for a host that
 // stays: a member in its hold-down takes nothing from it.
 func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
+	if g.cfg.Solo {
+		return "" // alone: what it holds stays for the agent that starts next
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
@@ -393,7 +408,7 @@ func (g *Gossip) Observe(o Observation) {
 func (g *Gossip) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := Status{State: g.state(), Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health}
+	st := Status{State: g.state(), Problem: g.problem(), Address: g.addr, MAC: g.mac, Gossip: g.health, Solo: g.cfg.Solo}
 	if g.probes != nil {
 		st.InUse = slices.Collect(maps.Values(g.probes.reported))
 		slices.SortFunc(st.InUse, func(a, b InUse) int { return a.VIP.Compare(b.VIP) })
@@ -528,6 +543,10 @@ func (g *Gossip) state() State {
 func (g *Gossip) Run(ctx context.Context, hooks Hooks) error {
 	logger := klog.FromContext(ctx).WithName("membership")
 	ctx = klog.NewContext(ctx, logger)
+	if g.cfg.Solo {
+		g.runSolo(ctx, hooks)
+		return nil
+	}
 	ifc, err := resolveInterface(g.cfg.Interface, g.cfg.BindHost)
 	if err != nil {
 		return err
@@ -569,10 +588,9 @@ func (g *Gossip) Run(ctx context.Context, hooks Hooks) error {
 		// serve before this host decides anything (see listenFirst).
 		wg.Go(func() { g.guard(ctx, hooks, ifc) })
 	} else {
-		g.mu.Lock()
-		g.guardOff = true
-		g.mu.Unlock()
+		g.noGuard()
 		logger.Info("Interface has no Ethernet address; split brains are not detected", "interface", g.cfg.Interface)
+		hooks.Sync(false) // what waited for its probe is held now
 	}
 	g.initialJoin(ctx, ml)
 	g.loop(ctx, ml, hooks)
@@ -649,7 +667,8 @@ func (g *Gossip) join(ctx context.Context, ml *memberlist.Memberlist, addr strin
 
 // loop evaluates on every change and once a second, when it also rejoins
 // known addresses that are not members (after a partition, memberlist
-// alone never reconnects) and reads the interface's state.
+// alone never reconnects) and reads the interface's state. A lone host
+// (Config.Solo) runs it with a nil ml: it tells nobody.
 func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hooks) {
 	logger := klog.FromContext(ctx)
 	tick := time.NewTicker(time.Second)
@@ -674,6 +693,9 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 				g.mu.Lock()
 				g.setLink(up)
 				g.mu.Unlock()
+			}
+			if ml == nil {
+				break // alone: nobody to join
 			}
 			for _, a := range g.joinTargets() {
 				go g.join(ctx, ml, a)
@@ -740,12 +762,14 @@ func (g *Gossip) loop(ctx context.Context, ml *memberlist.Memberlist, hooks Hook
 		}
 		// UpdateNode waits for the broadcast to go out: the others hear
 		// the new State now rather than up to a gossip interval later.
-		if publish {
+		if publish && ml != nil {
 			if err := ml.UpdateNode(time.Second); err != nil {
 				logger.V(2).Info("Member state not yet gossiped", "err", err)
 			}
 		}
-		g.recordMetrics()
+		if ml != nil {
+			g.recordMetrics()
+		}
 	}
 }
 

@@ -22,12 +22,9 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 	logger := klog.FromContext(ctx)
 	l2, err := layer2.OpenGuard(ifc.index, ifc.mac)
 	if err != nil {
-		g.mu.Lock()
-		g.guardOff = true
-		g.probes = nil // nothing can be probed: new addresses are held at once
-		g.mu.Unlock()
+		g.noGuard()
 		logger.Error(err, "Cannot watch for split brains", "interface", g.cfg.Interface)
-		signal(g.kick)
+		hooks.Sync(false) // what waited for its probe is held now
 		return
 	}
 	defer func() { _ = l2.Close() }()
@@ -79,6 +76,15 @@ func (g *Gossip) guard(ctx context.Context, hooks Hooks, ifc netInterface) {
 		}
 		ticking = busy
 	}
+}
+
+// noGuard records that the guard does not run: nothing is heard on the
+// link, and nothing can be probed, so new addresses are held at once.
+func (g *Gossip) noGuard() {
+	g.mu.Lock()
+	g.guardOff = true
+	g.probes = nil
+	g.mu.Unlock()
 }
 
 // trackProbes makes the probes follow the fresh addresses this host owns

@@ -19,14 +19,9 @@ type netInterface struct {
 // when set, else the first IPv4 (then IPv6) global unicast address of the
 // interface that is not a host address (/32, /128), which virtual IPs are.
 func resolveInterface(name, bindHost string) (netInterface, error) {
-	l, err := netlink.LinkByName(name)
+	l, out, err := resolveLink(name)
 	if err != nil {
-		return netInterface{}, fmt.Errorf("interface %s: %w", name, err)
-	}
-	attrs := l.Attrs()
-	out := netInterface{index: attrs.Index}
-	if attrs.EncapType == "ether" && len(attrs.HardwareAddr) == 6 {
-		out.mac = attrs.HardwareAddr
+		return netInterface{}, err
 	}
 	if bindHost != "" {
 		a, err := netip.ParseAddr(bindHost)
@@ -61,6 +56,21 @@ func resolveInterface(name, bindHost string) (netInterface, error) {
 	}
 	out.bind = v6
 	return out, nil
+}
+
+// resolveLink finds the interface, its index and its Ethernet address;
+// bind stays unset.
+func resolveLink(name string) (netlink.Link, netInterface, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil, netInterface{}, fmt.Errorf("interface %s: %w", name, err)
+	}
+	attrs := l.Attrs()
+	out := netInterface{index: attrs.Index}
+	if attrs.EncapType == "ether" && len(attrs.HardwareAddr) == 6 {
+		out.mac = attrs.HardwareAddr
+	}
+	return l, out, nil
 }
 
 // linkIsUp reports whether the interface is administratively up and has a

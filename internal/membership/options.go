@@ -102,6 +102,14 @@ func (o Options) Validate() error {
 	if o.HoldDown < 0 {
 		errs = append(errs, fmt.Errorf("--ownership-hold-down %s must not be negative", o.HoldDown))
 	}
+	errs = append(errs, o.ValidateSolo())
+	return errors.Join(errs...)
+}
+
+// ValidateSolo reports the problems of the values a lone host
+// (--vip-ownership=all) uses: the probe settings.
+func (o Options) ValidateSolo() error {
+	var errs []error
 	if o.ConflictProbeInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--conflict-probe-interval %s must be at least 100ms", o.ConflictProbeInterval))
 	}
@@ -112,6 +120,16 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--address-probe-spacing %s must be 10ms to 2s", o.AddressProbeSpacing))
 	}
 	return errors.Join(errs...)
+}
+
+// SoloConfig is the Config of a lone host name with client-facing
+// interface iface (Config.Solo). Call it after ValidateSolo.
+func (o Options) SoloConfig(name, iface string) Config {
+	return Config{
+		Name: name, Interface: iface, Solo: true, HoldDown: o.HoldDown,
+		ConflictProbeInterval: o.ConflictProbeInterval,
+		AddressProbes:         o.AddressProbes, AddressProbeSpacing: o.AddressProbeSpacing,
+	}
 }
 
 // Config reads the key file and returns the Config of host name with

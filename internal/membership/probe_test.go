@@ -126,12 +126,18 @@ func TestOwnsWaitsForTheProbe(t *testing.T) {
 	if g.Owns(fresh) {
 		t.Fatal("a fresh address owned before its probe")
 	}
-	g.mu.Lock()
-	for i := range 4 {
-		g.probes.due(time.Now().Add(time.Duration(i) * time.Second))
-	}
-	g.mu.Unlock()
+	probesUnanswered(g)
 	if !g.Owns(fresh) {
 		t.Fatal("a fresh address not owned after its probes went unanswered")
+	}
+}
+
+// probesUnanswered runs g's probes of its fresh addresses to the end, a
+// second apart, without an answer.
+func probesUnanswered(g *Gossip) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range 4 {
+		g.probes.due(time.Now().Add(time.Duration(i) * time.Second))
 	}
 }

@@ -18,18 +18,27 @@ import (
 // TestAddressInUse: a station on the link that is no load-balancer host
 // (lab host "printer", whose kernel holds two pool addresses as static
 // ones) answers for the addresses a new dual-stack Service asks for. The
-// agents, sharing addresses over memberlist, probe before they first
-// announce (ARP for IPv4, DAD for IPv6): neither address is held, the
-// LoadBalancer's AddressConflict condition and Warning Events name the
-// printer's MAC, Ready is false, the agents' metric counts both. The
-// printer lets the addresses go: they are held and announced, the
-// condition turns false. The printer takes the IPv4 one again: its holder
-// keeps it and defends it (Defended), nothing moves. The hosts report the
-// conflict in status.hosts[].inUse, and the controller manager hands the
-// address to no other Service: with the Service deleted, a new one gets
-// the next address of the pool, though the printer's is the lowest.
+// agents probe before they first announce (ARP for IPv4, DAD for IPv6):
+// neither address is held, the LoadBalancer's AddressConflict condition
+// and Warning Events name the printer's MAC, Ready is false, the agents'
+// metric counts both. The printer lets the addresses go: they are held
+// and announced, the condition turns false. The printer takes the IPv4
+// one again: its holder keeps it and defends it (Defended), nothing
+// moves. The hosts report the conflict in status.hosts[].inUse, and the
+// controller manager hands the address to no other Service: with the
+// Service deleted, a new one gets the next address of the pool, though
+// the printer's is the lowest.
+//
+// Two agents sharing the addresses over memberlist, and a lone agent
+// (--vip-ownership=all), which gossips with nobody but probes and
+// defends the same way (it skips the controller manager's part, which
+// does not depend on the agents).
 func TestAddressInUse(t *testing.T) {
-	env := startHAEnvKeys(t, 2, true, false)
+	t.Run("memberlist", func(t *testing.T) { testAddressInUse(t, startHAEnvKeys(t, 2, true, false), true) })
+	t.Run("lone agent", func(t *testing.T) { testAddressInUse(t, startLoneEnv(t), false) })
+}
+
+func testAddressInUse(t *testing.T, env *haEnv, allocation bool) {
 	ctx := t.Context()
 	printer, err := env.Lab.AddHost(ctx, "printer", netlab.HostOptions{})
 	if err != nil {
@@ -89,7 +98,11 @@ func TestAddressInUse(t *testing.T) {
 		})
 	}
 	eventually(t, "both addresses counted in use", func() bool {
-		return env.metric(t, 0, "groundcloud_membership_addresses_in_use")+env.metric(t, 1, "groundcloud_membership_addresses_in_use") == 2
+		n := 0.0
+		for i := range env.LBs {
+			n += env.metric(t, i, "groundcloud_membership_addresses_in_use")
+		}
+		return n == 2
 	})
 	// Several probe rounds later, still neither is held by a load-balancer host.
 	time.Sleep(3 * time.Second)
@@ -111,19 +124,21 @@ func TestAddressInUse(t *testing.T) {
 		}
 		return n >= 2
 	})
-	// The controller manager hands the printer's address to no one else:
-	// with "taken" deleted, a new Service gets the next address.
-	env.delete(t, "taken")
-	env.create(t, newService("next", withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
-	if got := env.addresses(t, "next", 1); len(got) != 1 || got[0] != v4.Next() {
-		t.Errorf("next got %v, want %s (%s is in use)", got, v4.Next(), v4)
+	if allocation {
+		// The controller manager hands the printer's address to no one
+		// else: with "taken" deleted, a new Service gets the next address.
+		env.delete(t, "taken")
+		env.create(t, newService("next", withPort(v1.ProtocolTCP, 80, env.nodePort(t))))
+		if got := env.addresses(t, "next", 1); len(got) != 1 || got[0] != v4.Next() {
+			t.Errorf("next got %v, want %s (%s is in use)", got, v4.Next(), v4)
+		}
+		env.delete(t, "next")
+		// Asked for by address, it is given (and the agents report it again).
+		env.create(t, newService("taken", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), dualStack,
+			withAnnotation(annotation.LoadBalancerIPs, v4.String()+","+v6.String())))
+		env.addresses(t, "taken", 2)
+		cond(metav1.ConditionTrue, "InUse")
 	}
-	env.delete(t, "next")
-	// Asked for by address, it is given (and the agents report it again).
-	env.create(t, newService("taken", withPort(v1.ProtocolTCP, 80, env.nodePort(t)), dualStack,
-		withAnnotation(annotation.LoadBalancerIPs, v4.String()+","+v6.String())))
-	env.addresses(t, "taken", 2)
-	cond(metav1.ConditionTrue, "InUse")
 
 	// The printer lets the addresses go.
 	ipAddr("del", v4)

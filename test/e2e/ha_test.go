@@ -44,10 +44,6 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 	if testing.Short() {
 		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
 	}
-	tools, err := controlplane.ToolsDir(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	keyFiles := make([]string, lbHosts)
 	for i := range keyFiles {
@@ -58,6 +54,41 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 		if i == 0 || distinctKeys {
 			writeFile(t, keyFiles[i], base64.StdEncoding.EncodeToString(randomBytes(t, 32))+"\n")
 		}
+	}
+	return startHAEnvArgs(t, dir, lbHosts, func(e *apionly.Env, i int) []string {
+		args := []string{
+			"--vip-ownership=memberlist",
+			"--gossip-key-file=" + keyFiles[i],
+			"--ownership-hold-down=" + holdDown.String(),
+		}
+		if seeds {
+			var s []string
+			for _, h := range e.LBs {
+				s = append(s, h.Addr4.String())
+			}
+			args = append(args, "--gossip-seeds="+strings.Join(s, ","))
+		}
+		return args
+	})
+}
+
+// startLoneEnv starts one LB host whose agent holds every address
+// (--vip-ownership=all, the default), in the same sandbox as startHAEnvKeys.
+func startLoneEnv(t *testing.T) *haEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
+	}
+	return startHAEnvArgs(t, t.TempDir(), 1, func(*apionly.Env, int) []string { return []string{"--vip-ownership=all"} })
+}
+
+// startHAEnvArgs starts lbHosts agents with agentArgs (and their metrics
+// on 127.0.0.1:10263 of their host) and watches which holds which address.
+func startHAEnvArgs(t *testing.T, dir string, lbHosts int, agentArgs func(e *apionly.Env, i int) []string) *haEnv {
+	t.Helper()
+	tools, err := controlplane.ToolsDir(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
 	var ports []uint16
 	for p := firstNodePort; p < firstNodePort+nodePorts; p++ {
@@ -70,20 +101,7 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 		Binaries: apionly.Binaries{ControllerManager: ccmBinary, Agent: agentBinary, NodeSim: nodesimBinary},
 		NodeSim:  apionly.NodeSim{TCPPorts: ports, HealthPorts: []uint16{healthNodePort}},
 		AgentArgs: func(e *apionly.Env, i int) []string {
-			args := []string{
-				"--vip-ownership=memberlist",
-				"--gossip-key-file=" + keyFiles[i],
-				"--ownership-hold-down=" + holdDown.String(),
-				"--metrics-bind-address=127.0.0.1:10263",
-			}
-			if seeds {
-				var s []string
-				for _, h := range e.LBs {
-					s = append(s, h.Addr4.String())
-				}
-				args = append(args, "--gossip-seeds="+strings.Join(s, ","))
-			}
-			return args
+			return append(agentArgs(e, i), "--metrics-bind-address=127.0.0.1:10263")
 		},
 		Logf: t.Logf,
 	})
