@@ -31,6 +31,21 @@ const probeTrials = 20
 // the default (probe before the first announcement) and none.
 var probeSettings = []string{"3", "0"}
 
+// probeBed is one kind of test bed of the probe benchmark: its
+// load-balancer hosts and how their agents hold the addresses.
+type probeBed struct {
+	Name    string // in the BENCH line
+	Title   string // in docs/benchmarks.md
+	LBHosts int
+}
+
+// probeBeds: two agents sharing the addresses over memberlist, and a lone
+// agent (--vip-ownership=all), which probes the same way.
+var probeBeds = []probeBed{
+	{Name: "memberlist", Title: "two hosts, `memberlist`", LBHosts: 2},
+	{Name: "lone", Title: "one host, `all`", LBHosts: 1},
+}
+
 // TestAddressProbeBenchmark measures what probing a new address before it
 // is first announced (docs/high-availability.md, "Addresses in use by
 // another station") costs a new Service: the time from its address in
@@ -38,8 +53,9 @@ var probeSettings = []string{"3", "0"}
 // gets through (it dials every 20 ms from before the Service exists),
 // with the agents' --address-probes at 3 (the default: 3 probes 100 ms
 // apart) and at 0, side by side: two load-balancer hosts sharing the
-// addresses over memberlist, real agents, apiserver and kernel (the
-// API-only test bed), one bed per setting in one run. See
+// addresses over memberlist, and a lone one (--vip-ownership=all); real
+// agents, apiserver and kernel (the API-only test bed), one bed per bed
+// kind and setting in one run. See
 // docs/benchmarks.md, section "Address probes".
 func TestAddressProbeBenchmark(t *testing.T) {
 	skipUnlessBench(t)
@@ -49,15 +65,19 @@ func TestAddressProbeBenchmark(t *testing.T) {
 	binDir := t.TempDir()
 	bins, err := apionly.BuildBinaries(t.Context(), binDir)
 	must(t, err)
-	res := map[string][]time.Duration{}
-	for _, setting := range probeSettings {
-		res[setting] = probeRun(t, tools, bins, setting)
+	res := map[string][]time.Duration{} // by bed name and setting
+	for _, bed := range probeBeds {
+		for _, setting := range probeSettings {
+			res[bed.Name+setting] = probeRun(t, tools, bins, bed, setting)
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "BENCH address-probes trials=%d", probeTrials)
-	for _, s := range probeSettings {
-		d := res[s]
-		fmt.Fprintf(&b, " probes%s_p50=%s probes%s_p90=%s", s, pct(d, 50), s, pct(d, 90))
+	for _, bed := range probeBeds {
+		for _, s := range probeSettings {
+			d := res[bed.Name+s]
+			fmt.Fprintf(&b, " %s_probes%s_p50=%s %s_probes%s_p90=%s", bed.Name, s, pct(d, 50), bed.Name, s, pct(d, 90))
+		}
 	}
 	fmt.Println(b.String())
 	if path := os.Getenv("GROUNDCLOUD_BENCH_DOCS"); path != "" && !t.Failed() {
@@ -67,7 +87,7 @@ func TestAddressProbeBenchmark(t *testing.T) {
 
 // probeRun starts a bed whose agents run with --address-probes=setting
 // and returns, per Service, address to first connection.
-func probeRun(t *testing.T, tools string, bins apionly.Binaries, setting string) []time.Duration {
+func probeRun(t *testing.T, tools string, bins apionly.Binaries, bed probeBed, setting string) []time.Duration {
 	dir := t.TempDir()
 	key := make([]byte, 32)
 	_, err := rand.Read(key)
@@ -79,17 +99,21 @@ func probeRun(t *testing.T, tools string, bins apionly.Binaries, setting string)
 	for p := firstPort; p < firstPort+probeTrials; p++ {
 		ports = append(ports, uint16(p))
 	}
+	agentArgs := []string{"--vip-ownership=all", "--address-probes=" + setting}
+	if bed.LBHosts > 1 {
+		agentArgs = []string{"--vip-ownership=memberlist", "--gossip-key-file=" + keyFile, "--address-probes=" + setting}
+	}
 	e, err := apionly.Start(t.Context(), apionly.Options{
-		Topology: netlab.Topology{LBHosts: 2, Clients: []string{"client"}},
-		Dir:      dir,
-		ToolsDir: tools,
-		Binaries: bins,
-		NodeSim:  apionly.NodeSim{TCPPorts: ports},
-		ExtraAgentArgs: []string{
-			"--vip-ownership=memberlist", "--gossip-key-file=" + keyFile,
-			"--address-probes=" + setting,
-		},
+		Topology:       netlab.Topology{LBHosts: bed.LBHosts, Clients: []string{"client"}},
+		Dir:            dir,
+		ToolsDir:       tools,
+		Binaries:       bins,
+		NodeSim:        apionly.NodeSim{TCPPorts: ports},
+		ExtraAgentArgs: agentArgs,
 		AgentArgs: func(e *apionly.Env, i int) []string {
+			if bed.LBHosts == 1 {
+				return nil
+			}
 			var seeds []string
 			for _, h := range e.LBs {
 				seeds = append(seeds, h.Addr4.String())
@@ -108,7 +132,7 @@ func probeRun(t *testing.T, tools string, bins apionly.Binaries, setting string)
 		must(t, err)
 		out = append(out, d)
 	}
-	t.Logf("--address-probes=%s: address to first connection p50 %s, p90 %s, max %s", setting, pct(out, 50), pct(out, 90), slices.Max(out))
+	t.Logf("%s, --address-probes=%s: address to first connection p50 %s, p90 %s, max %s", bed.Name, setting, pct(out, 50), pct(out, 90), slices.Max(out))
 	return out
 }
 
@@ -175,12 +199,15 @@ func probeSection(t *testing.T, res map[string][]time.Duration, took time.Durati
 	b.WriteString("through (dialling every 20 ms from before the Service exists), for\n")
 	fmt.Fprintf(&b, "%d Services created one after the other, with the agents' `--address-probes`\n", probeTrials)
 	b.WriteString("at 3 (the default, 100 ms apart) and at 0, one test bed each in one run: two\n")
-	b.WriteString("load-balancer hosts sharing the addresses over memberlist, real agents,\n")
-	b.WriteString("apiserver and kernel (the API-only test bed, in network namespaces).\n\n")
-	b.WriteString("| `--address-probes` | p50 | p90 | max |\n|---|---|---|---|\n")
-	for _, s := range probeSettings {
-		d := res[s]
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s, pct(d, 50), pct(d, 90), slices.Max(d).Round(time.Millisecond))
+	b.WriteString("load-balancer hosts sharing the addresses over memberlist, and a lone one\n")
+	b.WriteString("(`--vip-ownership=all`); real agents, apiserver and kernel (the API-only\n")
+	b.WriteString("test bed, in network namespaces).\n\n")
+	b.WriteString("| Load-balancer hosts | `--address-probes` | p50 | p90 | max |\n|---|---|---|---|---|\n")
+	for _, bed := range probeBeds {
+		for _, s := range probeSettings {
+			d := res[bed.Name+s]
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", bed.Title, s, pct(d, 50), pct(d, 90), slices.Max(d).Round(time.Millisecond))
+		}
 	}
 	fmt.Fprintf(&b, "\nWritten by `make bench` on %s; the benchmark took %s on:\n\n", time.Now().UTC().Format("2006-01-02"), took.Round(time.Second))
 	for _, l := range machine(t) {
