@@ -10,7 +10,7 @@
 #   GROUNDCLOUD_BENCH_TRIALS=n             failover trials per scenario (default 10; BGP 5)
 #   GROUNDCLOUD_BENCH_ROUNDS=n             data-plane rounds (default 3)
 #   GROUNDCLOUD_BENCH_DURATION=5s          length of one data-plane measurement
-#   GROUNDCLOUD_BENCH_PAIRS=n              counters' cost: slices per setting (default 60)
+#   GROUNDCLOUD_BENCH_PAIRS=n              counters' cost: slices per setting (default 500)
 #   GROUNDCLOUD_BENCH_SLICE=200ms          counters' cost: length of one slice
 #   GROUNDCLOUD_BENCH_STABILITY=10m        time under CPU load and packet loss per
 #                                          implementation (failover stability)

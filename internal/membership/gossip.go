@@ -447,7 +447,9 @@ func (g *Gossip) evaluate(now time.Time) bool {
 	window := presenceWindow(g.cfg.ConflictProbeInterval)
 	forgetHeard(g.heard, now, window)
 	peers = append(peers, linkPeers(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers, g.gossiped)...)
-	g.health = g.gerrs.health(now, unjoined(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers), g.hostOfIP, g.cfg.BindPort)
+	if !g.cfg.Solo { // alone, it has no gossip to be healthy or not
+		g.health = g.gerrs.health(now, unjoined(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers), g.hostOfIP, g.cfg.BindPort)
+	}
 	wasServing := g.ready.state == StateReady && g.drainSince.IsZero()
 	g.ready.update(now, Health{Joined: g.joined, Problem: g.problem()}, peersOf(peers))
 	g.bgp.update(now, g.joined, g.obs.Sessions, peers)
