@@ -523,6 +523,9 @@ func (g *Gossip) Releasing(vip netip.Addr) bool {
 
 // releasing is Releasing; g.mu is held.
 func (g *Gossip) releasing(vip netip.Addr) bool {
+	if g.cfg.Solo {
+		return false // alone: nobody to hand it to
+	}
 	if !g.handingOver() || g.owner(vip) != g.cfg.Name {
 		return false
 	}

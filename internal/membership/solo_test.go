@@ -14,6 +14,7 @@ import (
 // cleared it; nobody succeeds it, and its Status says Solo.
 func TestSolo(t *testing.T) {
 	o := NewOptions()
+	o.HoldDown = 0
 	g := New(o.SoloConfig("lb-1", "lo"))
 	g.linkState = func(string) (bool, error) { return true, nil }
 	fresh, old := netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("192.0.2.21")
@@ -44,6 +45,18 @@ func TestSolo(t *testing.T) {
 	probesUnanswered(g)
 	if !g.Owns(fresh) {
 		t.Error("a fresh address not owned after its probes went unanswered")
+	}
+	// Cordoned, Ready, with a Ready host it would hand its addresses to if
+	// it gossiped, it still releases none.
+	g.mu.Lock()
+	g.joined = true
+	g.peers["lb-2"] = Member{Name: "lb-2", State: StateReady}
+	g.mu.Unlock()
+	g.Observe(Observation{VIPs: []netip.Addr{fresh, old}, NodesReachable: true})
+	g.Observe(Observation{VIPs: []netip.Addr{fresh, old}, NodesReachable: true, Draining: true,
+		Hosts: []Host{{Name: "lb-2", Addr: "192.0.2.2:7947", MAC: "02:00:00:00:00:02"}}})
+	if g.Releasing(old) || !g.Owns(old) {
+		t.Error("a cordoned lone host releases an address")
 	}
 }
 
