@@ -394,6 +394,11 @@ func (s *bgpScenario) checkLinkDown(t *testing.T) {
 	vip6 := s.ecmp.vip(t, true)
 	conns := s.openConns(t, vip, 12)
 	h := s.lbs[2]
+	// BFD must be up before the cable is pulled for it to be what takes
+	// the session down: with 100 ms × 3 a busy 2-core machine can stall
+	// a session now and then (a CI run's did for two hosts 5 s before this
+	// subtest; their BGP sessions were back within 2 s, BFD not yet).
+	s.waitBFDUp(t)
 	// The node's cable: also the way its agent reaches the apiserver, and
 	// its routes come back with it (realcluster.Node.SetLink).
 	node := s.c.Node(h.Name)
