@@ -302,9 +302,6 @@ func (g *Gossip) Holder(vip netip.Addr) (string, netip.Addr) {
 // none serving) and own what it held: they count. Not so for a host that
 // stays: a member in its hold-down takes nothing from it.
 func (g *Gossip) Successor(vip netip.Addr, leaving bool) string {
-	if g.cfg.Solo {
-		return "" // alone: what it holds stays for the agent that starts next
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	vip = vip.Unmap()
@@ -446,8 +443,11 @@ func (g *Gossip) evaluate(now time.Time) bool {
 	}
 	window := presenceWindow(g.cfg.ConflictProbeInterval)
 	forgetHeard(g.heard, now, window)
-	peers = append(peers, linkPeers(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers, g.gossiped)...)
-	if !g.cfg.Solo { // alone, it has no gossip to be healthy or not
+	if !g.cfg.Solo {
+		// Alone, it has no peers (nobody to succeed it or to take a
+		// drained address; hosts the API names and the link hears do
+		// not count) and no gossip to be healthy or not.
+		peers = append(peers, linkPeers(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers, g.gossiped)...)
 		g.health = g.gerrs.health(now, unjoined(now, window, g.cfg.Name, g.apiMACs, g.heard, g.peers), g.hostOfIP, g.cfg.BindPort)
 	}
 	wasServing := g.ready.state == StateReady && g.drainSince.IsZero()
@@ -523,9 +523,6 @@ func (g *Gossip) Releasing(vip netip.Addr) bool {
 
 // releasing is Releasing; g.mu is held.
 func (g *Gossip) releasing(vip netip.Addr) bool {
-	if g.cfg.Solo {
-		return false // alone: nobody to hand it to
-	}
 	if !g.handingOver() || g.owner(vip) != g.cfg.Name {
 		return false
 	}
