@@ -25,9 +25,9 @@ import (
 // ruleset is replaced between slices, the flows stay), and the cost is
 // the median over GROUNDCLOUD_BENCH_PAIRS triples (default 500, about
 // five minutes a load: 100 left a 95 % interval too wide to tell a 2 %
-// cost) of each triple's ratio, with a 95 % confidence interval of that median from
-// the order statistics (no assumption about the noise's shape): drift
-// that lasts longer than a triple cancels out.
+// cost) of each triple's ratio, with a 95 % confidence interval of that
+// median from the order statistics (no assumption about the noise's
+// shape): drift that lasts longer than a triple cancels out.
 func TestKernelTrafficCountersCost(t *testing.T) {
 	if os.Getenv("GROUNDCLOUD_BENCH") == "" || testing.Short() {
 		t.Skip("benchmark: run with make bench (GROUNDCLOUD_BENCH=1)")

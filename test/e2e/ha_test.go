@@ -41,9 +41,6 @@ type haEnv struct {
 // agent has a gossip key of its own, so that none can gossip with another.
 func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
-	}
 	dir := t.TempDir()
 	keyFiles := make([]string, lbHosts)
 	for i := range keyFiles {
@@ -76,9 +73,6 @@ func startHAEnvKeys(t *testing.T, lbHosts int, seeds, distinctKeys bool) *haEnv 
 // (--vip-ownership=all, the default), in the same sandbox as startHAEnvKeys.
 func startLoneEnv(t *testing.T) *haEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
-	}
 	return startHAEnvArgs(t, t.TempDir(), 1, func(*apionly.Env, int) []string { return []string{"--vip-ownership=all"} })
 }
 
@@ -86,6 +80,9 @@ func startLoneEnv(t *testing.T) *haEnv {
 // on 127.0.0.1:10263 of their host) and watches which holds which address.
 func startHAEnvArgs(t *testing.T, dir string, lbHosts int, agentArgs func(e *apionly.Env, i int) []string) *haEnv {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: runs etcd, kube-apiserver, our binaries and network namespaces")
+	}
 	tools, err := controlplane.ToolsDir(t.Context())
 	if err != nil {
 		t.Fatal(err)
