@@ -21,6 +21,28 @@ func TestProfilingNeedsMetricsAddress(t *testing.T) {
 	}
 }
 
+// TestLoneAgentValidatesItsProbes: a lone agent (--vip-ownership=all)
+// needs no gossip key, but bad probe settings are refused with the flag
+// named, every one at once.
+func TestLoneAgentValidatesItsProbes(t *testing.T) {
+	o := NewOptions()
+	o.Interface = "eth0"
+	if o.Ownership != OwnershipAll {
+		t.Fatalf("default --vip-ownership %q, want all", o.Ownership)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults, no gossip key: %v", err)
+	}
+	o.Membership.AddressProbes = 11
+	o.Membership.ConflictProbeInterval = 0
+	err := o.Validate()
+	for _, want := range []string{"--address-probes 11 must be 0 to 10", "--conflict-probe-interval 0s must be at least 100ms"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v, want %q", err, want)
+		}
+	}
+}
+
 func TestServeMetricsProfiling(t *testing.T) {
 	for _, profiling := range []bool{false, true} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
