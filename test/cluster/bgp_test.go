@@ -266,6 +266,8 @@ func (s *bgpScenario) checkRoutes(t *testing.T) {
 		}
 	}
 	// Each host's metrics: both sessions up, one route of each family.
+	// Waited for: a CI run read lb-3's once, just after the agents'
+	// start, without its IPv4 session (the router had its route).
 	for _, h := range s.lbs {
 		want := []string{
 			`groundcloud_agent_bgp_session_up{peer="frr"} 1`,
@@ -273,11 +275,14 @@ func (s *bgpScenario) checkRoutes(t *testing.T) {
 			`groundcloud_agent_bgp_announced_routes{family="ipv4"} 1`,
 			`groundcloud_agent_bgp_announced_routes{family="ipv6"} 1`,
 		}
-		metrics := agentMetrics(t, h)
-		for _, w := range want {
-			if !strings.Contains(metrics, "\n"+w+"\n") {
-				t.Errorf("%s's metrics lack %s", h.Name, w)
-			}
+		var missing []string
+		_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			metrics := agentMetrics(t, h)
+			missing = slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(metrics, "\n"+w+"\n") })
+			return len(missing) == 0, nil
+		})
+		for _, w := range missing {
+			t.Errorf("%s's metrics lack %s (30 s after the routes)", h.Name, w)
 		}
 	}
 	out, err := s.r.VTY(t.Context(), "show bgp ipv4 unicast "+s.ecmp.vip(t, false).String()+"/32")
